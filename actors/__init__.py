@@ -1,0 +1,1 @@
+"""actors: see docs/architecture.md."""

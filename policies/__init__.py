@@ -1,0 +1,1 @@
+"""policies: see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""Benchmark suites behind `roost bench`; `scripts/` has a runnable wrapper for each."""

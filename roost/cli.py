@@ -1,0 +1,20 @@
+"""The `roost` console script. Each command group lives in its own module under `commands/`."""
+
+from __future__ import annotations
+
+import click
+
+from roost.commands.bench import bench
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="roost")
+def cli() -> None:
+    """roost: an actor runtime for agent reinforcement learning on one host."""
+
+
+cli.add_command(bench)
+
+
+def main() -> None:
+    cli()

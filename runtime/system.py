@@ -1,0 +1,299 @@
+"""`ActorSystem`: spawns actors, names them, supervises them, and stops them cleanly.
+
+    async with ActorSystem() as system:
+        counter = system.spawn(Counter, name="counter")
+        await counter.tell(Add(amount=2))
+        total = await counter.ask(Read(), timeout=1.0)
+
+Leaving the `async with` block stops the system gracefully: timers are cancelled, then actors
+are closed in reverse spawn order (producers, spawned last, stop before the consumers they feed)
+and each handles every message already accepted into its mailbox. If that takes longer than
+`stop_timeout`, the rest is cancelled and every message left behind is dead-lettered and
+counted in `stop_report`. A root supervisor that escalates ends the block with
+`EscalationError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+import structlog
+
+from runtime import timers
+from runtime._cell import ActorCell, Restart
+from runtime._reply import DeadlineWheel
+from runtime.actor import Actor
+from runtime.deadletters import DeadLetterOffice
+from runtime.errors import EscalationError
+from runtime.metrics import MetricsRegistry
+from runtime.monitor import measure_loop_lag, write_metrics_jsonl
+from runtime.ref import ActorRef
+from runtime.supervision import Strategy, Supervisor
+
+__all__ = ["ActorSystem", "StopReport", "SystemStatistics"]
+
+_log = structlog.get_logger("roost.system")
+
+
+@dataclasses.dataclass(frozen=True)
+class StopReport:
+    """What a stop left undone: messages dropped per actor and per message type."""
+
+    graceful: bool
+    dropped_by_actor: dict[str, int]
+    dropped_by_type: dict[str, int]
+
+    @property
+    def dropped(self) -> int:
+        return sum(self.dropped_by_actor.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class SystemStatistics:
+    """A point-in-time summary of the system."""
+
+    actors: int
+    restarts: int
+    pending_asks: int
+    dead_letters: int
+
+
+def _is_leaf(error: BaseException) -> bool:
+    return not isinstance(error, BaseExceptionGroup)
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+class ActorSystem:
+    """The lifetime of a group of actors and their supervision tree.
+
+    :param stop_timeout: seconds a graceful stop may take before the rest is cancelled.
+    :param on_stop_timeout: seconds each actor's `on_stop` may take.
+    :param strategy, max_restarts, within: the root supervisor's policy.
+    :param lag_interval: how often to sample event-loop lag (None: do not).
+    :param metrics_path: append a JSONL metrics snapshot here every `metrics_interval` seconds.
+    """
+
+    def __init__(
+        self,
+        *,
+        stop_timeout: float = 10.0,
+        on_stop_timeout: float = 5.0,
+        strategy: Strategy = Strategy.ONE_FOR_ONE,
+        max_restarts: int = 3,
+        within: float = 5.0,
+        lag_interval: float | None = 0.1,
+        metrics_path: str | os.PathLike[str] | None = None,
+        metrics_interval: float = 1.0,
+    ) -> None:
+        self.stop_timeout = stop_timeout
+        self.on_stop_timeout = on_stop_timeout
+        self.metrics = MetricsRegistry()
+        self.dead_letters = DeadLetterOffice(self.metrics)
+        self.stop_report: StopReport | None = None
+        self._cells: dict[str, ActorCell] = {}
+        self._order: list[ActorCell] = []
+        self._root = Supervisor(
+            self, "root", strategy=strategy, max_restarts=max_restarts, within=within
+        )
+        self._supervisors: list[Supervisor] = [self._root]
+        self._timers: list[timers.Timer] = []
+        self._timer_prune_at = 64
+        self.deadline_wheel = DeadlineWheel()
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._lag_interval = lag_interval
+        self._metrics_path = metrics_path
+        self._metrics_interval = metrics_interval
+        self._stopping = False
+        self._stopped_gracefully = True
+
+    # -- lifetime -------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> ActorSystem:
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        self._task_group.start_soon(self._run_root, name="roost:root")
+        if self._lag_interval is not None:
+            lag = self.metrics.histogram("loop_lag_s")
+            self._task_group.start_soon(self._background, measure_loop_lag(lag))
+        if self._metrics_path is not None:
+            writer = write_metrics_jsonl(
+                self.metrics, self._metrics_path, interval=self._metrics_interval
+            )
+            self._task_group.start_soon(self._background, writer)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._task_group is not None
+        if exc is None and not self._stopping:
+            await self.stop()
+        else:
+            self._abort()
+        try:
+            return await self._task_group.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            # Surface the error that matters, not anyio's wrapper: an escalation first, else
+            # the body's own exception when nothing else went wrong.
+            escalations = group.subgroup(EscalationError)
+            if escalations is not None:
+                raise _first_leaf(escalations) from None
+            if exc is not None and group.subgroup(lambda e: _is_leaf(e) and e is not exc) is None:
+                raise exc from exc.__cause__
+            raise
+        finally:
+            self._finish_report()
+
+    async def stop(self, timeout: float | None = None) -> None:
+        """Stop gracefully within `timeout` (default `stop_timeout`), then cancel what is left.
+
+        Returns once every actor has stopped; the outcome is in `stop_report`.
+        """
+        if self._stopping:
+            return
+        self._stopping = True
+        for timer in self._timers:
+            timer.cancel()
+        with anyio.move_on_after(self.stop_timeout if timeout is None else timeout) as scope:
+            for cell in reversed(self._order):
+                cell.close()
+                await cell.stopped.wait()
+        if scope.cancelled_caught:
+            self._stopped_gracefully = False
+            _log.warning("stop_deadline_passed", timeout=scope.deadline)
+        self._abort()
+
+    def _abort(self) -> None:
+        self._stopping = True
+        for timer in self._timers:
+            timer.cancel()
+        if self._task_group is not None:
+            self._task_group.cancel_scope.cancel()
+        for supervisor in self._supervisors:
+            supervisor.close()
+
+    def _finish_report(self) -> None:
+        by_actor: dict[str, int] = {}
+        by_type: dict[str, int] = {}
+        for cell in self._order:
+            dropped = cell.drain("stop deadline")
+            if dropped:
+                self._stopped_gracefully = False
+                by_actor[cell.name] = by_actor.get(cell.name, 0) + sum(dropped.values())
+                for type_name, count in dropped.items():
+                    by_type[type_name] = by_type.get(type_name, 0) + count
+        self.stop_report = StopReport(self._stopped_gracefully, by_actor, by_type)
+        if by_actor:
+            _log.warning("stopped_with_dropped_messages", dropped=by_actor, by_type=by_type)
+
+    async def _run_root(self) -> None:
+        await self._root.run_once()
+        if self._root.escalation is not None:
+            raise self._root.escalation
+
+    async def _background(self, work: Any) -> None:
+        await work
+
+    # -- actors ---------------------------------------------------------------------------------
+
+    def spawn(
+        self,
+        factory: Callable[[], Actor],
+        *,
+        name: str,
+        mailbox_size: int = 1024,
+        restart: Restart = Restart.PERMANENT,
+    ) -> ActorRef:
+        """Start an actor under the root supervisor. `factory` makes a fresh instance per start.
+
+        :raises ValueError: `name` belongs to a running actor, or `mailbox_size` < 1.
+        """
+        return self._root.spawn(factory, name=name, mailbox_size=mailbox_size, restart=restart)
+
+    def supervisor(
+        self,
+        name: str,
+        *,
+        strategy: Strategy = Strategy.ONE_FOR_ONE,
+        max_restarts: int = 3,
+        within: float = 5.0,
+        restart: Restart = Restart.PERMANENT,
+    ) -> Supervisor:
+        """Start a supervisor under the root; spawn actors on it to group their fate."""
+        return self._root.supervisor(
+            name, strategy=strategy, max_restarts=max_restarts, within=within, restart=restart
+        )
+
+    def lookup(self, name: str) -> ActorRef:
+        """The actor registered under `name`.
+
+        :raises KeyError: no actor has that name.
+        """
+        cell = self._cells.get(name)
+        if cell is None:
+            raise KeyError(f"no actor named {name!r}")
+        return cell.ref
+
+    def _check_name_free(self, name: str) -> None:
+        if self._task_group is None or self._stopping:
+            raise RuntimeError("spawn needs a running ActorSystem (inside `async with`)")
+        existing = self._cells.get(name)
+        if existing is not None and not existing.stopped.is_set():
+            raise ValueError(f"an actor named {name!r} is already running")
+
+    def _register(self, cell: ActorCell) -> None:
+        self._check_name_free(cell.name)
+        self._cells[cell.name] = cell
+        self._order.append(cell)
+
+    # -- time -----------------------------------------------------------------------------------
+
+    def send_after(self, ref: ActorRef, message: Any, delay: float) -> timers.Timer:
+        """Tell `message` to `ref` once after `delay` seconds; cancel with `Timer.cancel()`."""
+        return self._track(timers.send_after(self._running_group(), ref, message, delay))
+
+    def send_periodic(
+        self, ref: ActorRef, message: Any, interval: float, *, initial_delay: float | None = None
+    ) -> timers.Timer:
+        """Tell `message` to `ref` every `interval` seconds until cancelled."""
+        return self._track(
+            timers.send_periodic(
+                self._running_group(), ref, message, interval, initial_delay=initial_delay
+            )
+        )
+
+    def _track(self, timer: timers.Timer) -> timers.Timer:
+        # Forget finished timers now and then, so a long run of send_after does not pile up.
+        if len(self._timers) >= self._timer_prune_at:
+            self._timers = [t for t in self._timers if not t.finished]
+            self._timer_prune_at = max(64, 2 * len(self._timers))
+        self._timers.append(timer)
+        return timer
+
+    def _running_group(self) -> anyio.abc.TaskGroup:
+        if self._task_group is None or self._stopping:
+            raise RuntimeError("timers need a running ActorSystem (inside `async with`)")
+        return self._task_group
+
+    # -- inspection -----------------------------------------------------------------------------
+
+    def statistics(self) -> SystemStatistics:
+        return SystemStatistics(
+            actors=sum(1 for cell in self._cells.values() if not cell.stopped.is_set()),
+            restarts=sum(cell.restarts for cell in self._order),
+            pending_asks=self.deadline_wheel.pending(),
+            dead_letters=self.dead_letters.total,
+        )
