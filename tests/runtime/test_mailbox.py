@@ -9,6 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime import ActorStoppedError, ActorSystem
+from runtime._cell import _peekable_state
+from tests.conftest import REAL
 from tests.runtime._actors import Hold, Note, Read, Recorder
 
 pytestmark = pytest.mark.anyio
@@ -94,3 +96,25 @@ async def test_a_mailbox_of_size_zero_is_refused() -> None:
     async with ActorSystem(lag_interval=None) as system:
         with pytest.raises(ValueError, match="mailbox_size must be at least 1"):
             system.spawn(lambda: Recorder([]), name="r", mailbox_size=0)
+
+
+def test_anyio_stream_state_the_fast_path_reads_is_still_there() -> None:
+    # The serve loop reads anyio's private stream state (see runtime/_cell.py); if an anyio
+    # upgrade changes it, the loop falls back to public calls, and this test says so loudly.
+    send, receive = anyio.create_memory_object_stream[int](4)
+    with send, receive:
+        assert _peekable_state(receive) is not None
+
+
+@pytest.mark.parametrize("anyio_backend", [REAL])
+async def test_public_receive_path_delivers_the_same(
+    anyio_backend: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("runtime._cell._peekable_state", lambda stream: None)
+    seen: list[object] = []
+    async with ActorSystem(lag_interval=None) as system:
+        ref = system.spawn(lambda: Recorder(seen), name="r", mailbox_size=2)
+        for seq in range(100):
+            await ref.tell(Note(sender=0, seq=seq))
+        assert await ref.ask(Read(), timeout=5) == 100
+    assert [m.seq for m in seen if isinstance(m, Note)] == list(range(100))
