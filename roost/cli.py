@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from roost.commands.bench import bench
+from roost.commands.stress import stress
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -14,6 +15,7 @@ def cli() -> None:
 
 
 cli.add_command(bench)
+cli.add_command(stress)
 
 
 def main() -> None:

@@ -1,0 +1,86 @@
+"""`roost stress`: compare scheduling policies on one simulated workload."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+
+@click.command()
+@click.option(
+    "--workload",
+    "workload_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Workload file (TOML); examples in scripts/workloads/.",
+)
+@click.option(
+    "--policies",
+    default="fifo,runtime_affinity",
+    show_default=True,
+    help="Comma-separated scheduling policies, each run on the same workload and seed.",
+)
+@click.option("--rollouts", type=click.IntRange(min=1), default=1000, show_default=True)
+@click.option("--concurrency", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here."
+)
+@click.option(
+    "--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), help="PNGs go here."
+)
+def stress(
+    workload_path: Path,
+    policies: str,
+    rollouts: int,
+    concurrency: int,
+    seed: int,
+    json_out: Path | None,
+    plot_dir: Path | None,
+) -> None:
+    """Run each policy on a simulated cluster (virtual clock) and compare them."""
+    from policies.scheduling import POLICIES
+    from roost.stress.report import print_table, to_json, write_plots
+    from roost.stress.simulate import simulate
+    from roost.stress.workload import WorkloadError, load_workload
+
+    names = [name.strip() for name in policies.split(",") if name.strip()]
+    unknown = [name for name in names if name not in POLICIES]
+    if not names or unknown:
+        raise click.BadParameter(
+            f"unknown policies {unknown}; known: {', '.join(sorted(POLICIES))}",
+            param_hint="--policies",
+        )
+    try:
+        workload = load_workload(workload_path)
+    except WorkloadError as exc:
+        raise click.ClickException(str(exc)) from None
+    console = Console()
+    results = []
+    for name in names:
+        with console.status(f"simulating {name} ..."):
+            results.append(
+                simulate(workload, name, rollouts=rollouts, concurrency=concurrency, seed=seed)
+            )
+    title = (
+        f"roost stress: {workload.name}, {rollouts:,} rollouts, concurrency {concurrency}, "
+        f"seed {seed}"
+    )
+    print_table(title, results, console)
+    header = {
+        "workload": workload.name,
+        "rollouts": rollouts,
+        "concurrency": concurrency,
+        "seed": seed,
+    }
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(to_json(header, results))
+        console.print(f"wrote {json_out}")
+    if plot_dir is not None:
+        for path in write_plots(results, plot_dir):
+            console.print(f"wrote {path}")
+    sys.stdout.flush()

@@ -1,0 +1,1 @@
+"""`roost stress`: scheduling policies on a simulated cluster, on the virtual clock."""

@@ -1,0 +1,237 @@
+"""Run one scheduling policy on a workload, on the virtual clock, and measure it.
+
+The cluster, the generator and the request stream are all seeded: the same workload, policy,
+counts and seed give the same figures (only `wall` depends on the machine).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from typing import Any
+
+import anyio
+
+from actors.rollouts import RolloutFinished, RolloutRequest
+from actors.sandbox_worker import SandboxWorker
+from actors.scheduler import GetStatistics, Quotas, Scheduler, SchedulerConfig, SchedulerStatistics
+from actors.sim_generator import SimulatedGenerator
+from policies.scheduling import make_policy
+from roost.stress.workload import Workload
+from runtime import Actor, ActorSystem, handler
+from runtime import run as run_loop
+from sandboxes._errors import SandboxInfraError
+from sandboxes._spec import SandboxSpec
+from sandboxes.pool import PoolStatistics, SandboxPool
+from sandboxes.sim_cluster import SimCluster
+
+__all__ = ["simulate"]
+
+#: Simulated seconds between utilization samples.
+SAMPLE_EVERY_S = 5.0
+
+
+class _Collector(Actor):
+    """Keeps every terminal record; opens `done` when `expected` have arrived."""
+
+    def __init__(self, expected: int, records: list[RolloutFinished], done: anyio.Event) -> None:
+        self.expected = expected
+        self.records = records
+        self.done = done
+
+    @handler
+    def finished(self, msg: RolloutFinished) -> None:
+        self.records.append(msg)
+        if len(self.records) >= self.expected:
+            self.done.set()
+
+
+def simulate(
+    workload: Workload, policy: str, *, rollouts: int, concurrency: int, seed: int
+) -> dict[str, Any]:
+    """Figures for one policy (see `roost stress --help` for the keys)."""
+    started = time.perf_counter()
+    result: dict[str, Any] = run_loop(
+        _simulate, workload, policy, rollouts, concurrency, seed, virtual_clock=True
+    )
+    result["wall"] = {"seconds": time.perf_counter() - started}
+    return result
+
+
+async def _simulate(
+    workload: Workload, policy_name: str, rollouts: int, concurrency: int, seed: int
+) -> dict[str, Any]:
+    options = workload.scheduler.policy_options.get(policy_name, {})
+    policy = make_policy(policy_name, options)
+    cluster = SimCluster(workload.cluster.runtimes, faults=workload.faults, seed=seed + 1)
+    specs = {rt: SandboxSpec(backend="sim", runtime=rt) for rt in workload.cluster.runtimes}
+    records: list[RolloutFinished] = []
+    utilization: list[tuple[float, float]] = []
+    done = anyio.Event()
+    capacity = workload.cluster.capacity
+    async with (
+        SandboxPool(lambda key: cluster.sandbox(specs[key]), capacity=capacity) as pool,
+        ActorSystem(lag_interval=None, stop_timeout=math.inf) as system,
+    ):
+        await _prewarm(pool, workload)
+        t0 = anyio.current_time()
+        before = pool.statistics()
+        generator = SimulatedGenerator(workload.generator.latency, seed=seed + 2)
+        collector = system.spawn(
+            lambda: _Collector(rollouts, records, done), name="collector", mailbox_size=4096
+        )
+        workers = [
+            system.spawn(lambda: SandboxWorker(generator), name=f"worker-{i}", mailbox_size=1)
+            for i in range(concurrency)
+        ]
+        config = _scheduler_config(workload, seed)
+        scheduler = system.spawn(
+            lambda: Scheduler(
+                pool=pool, workers=workers, sink=collector, policy=policy, config=config
+            ),
+            name="scheduler",
+            mailbox_size=4096,
+        )
+        async with anyio.create_task_group() as sampler:
+            sampler.start_soon(_sample_utilization, pool, capacity, t0, utilization)
+            await _submit(scheduler, workload, rollouts, seed)
+            await done.wait()
+            sampler.cancel_scope.cancel()
+        makespan = anyio.current_time() - t0
+        stats: SchedulerStatistics = await scheduler.ask(GetStatistics(), timeout=60.0)
+        pool_stats = pool.statistics()
+    if not stats.balanced or stats.in_flight or stats.pending:
+        raise AssertionError(f"rollouts unaccounted for: {stats}")
+    return _figures(
+        policy_name, workload, records, stats, before, pool_stats, makespan, capacity, utilization
+    )
+
+
+async def _prewarm(pool: SandboxPool, workload: Workload) -> None:
+    leases = [
+        pool.lease_nowait(runtime)
+        for runtime, count in sorted(workload.cluster.prewarm.items())
+        for _ in range(count)
+    ]
+
+    async def warm(lease: Any) -> None:
+        try:
+            await lease.ready()
+        except SandboxInfraError:
+            return  # a failed start is released (and counted) by the lease itself
+        lease.release(healthy=True)
+
+    async with anyio.create_task_group() as group:
+        for lease in leases:
+            group.start_soon(warm, lease)
+    await pool.settle()  # the resets finish: the sandboxes are idle (warm) at time zero
+
+
+def _scheduler_config(workload: Workload, seed: int) -> SchedulerConfig:
+    spec = workload.scheduler
+    return SchedulerConfig(
+        max_retries=spec.max_retries,
+        backoff_s=spec.backoff_s,
+        backoff_max_s=spec.backoff_max_s,
+        weights={g.name: g.weight for g in workload.groups},
+        quotas=Quotas(
+            group=spec.quotas.group, runtime=spec.quotas.runtime, tenant=spec.quotas.tenant
+        ),
+        lost_after_s=spec.lost_after_s,
+        sweep_interval_s=spec.sweep_interval_s,
+        seed=seed + 3,
+    )
+
+
+async def _submit(scheduler: Any, workload: Workload, rollouts: int, seed: int) -> None:
+    rng = random.Random(seed)
+    groups = workload.groups
+    shares = [g.share for g in groups]
+    for index in range(rollouts):
+        group = rng.choices(groups, weights=shares)[0]
+        max_steps = group.max_steps or workload.max_steps
+        await scheduler.tell(
+            RolloutRequest(
+                rollout_id=f"r{index}",
+                task_id=f"{group.name}/{index}",
+                group=group.name,
+                runtime=group.runtime,
+                tenant=group.tenant,
+                priority=group.priority,
+                max_steps=max_steps,
+                deadline_s=group.deadline_s or workload.deadline_s,
+                sim_pass_step=max(1, math.ceil(group.steps_to_pass.sample(rng))),
+            )
+        )
+        if workload.arrivals is not None:
+            await anyio.sleep(workload.arrivals.sample(rng))
+
+
+async def _sample_utilization(
+    pool: SandboxPool, capacity: int, t0: float, out: list[tuple[float, float]]
+) -> None:
+    while True:
+        busy = pool.statistics().busy
+        out.append((anyio.current_time() - t0, busy / capacity))
+        await anyio.sleep(SAMPLE_EVERY_S)
+
+
+def _percentile(ordered: list[float], q: float) -> float:
+    if not ordered:
+        return 0.0
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def _jain(values: list[float]) -> float:
+    if not values or not any(values):
+        return 1.0
+    return sum(values) ** 2 / (len(values) * sum(v * v for v in values))
+
+
+def _figures(
+    policy: str,
+    workload: Workload,
+    records: list[RolloutFinished],
+    stats: SchedulerStatistics,
+    before: PoolStatistics,
+    after: PoolStatistics,
+    makespan: float,
+    capacity: int,
+    utilization: list[tuple[float, float]],
+) -> dict[str, Any]:
+    latencies = sorted(r.finished_at - r.requested_at for r in records)
+    waits = sorted(r.queue_wait_s for r in records if r.started_at is not None)
+    weights = {g.name: g.weight for g in workload.groups}
+    contended = stats.contended_dispatches
+    total = sum(contended.values())
+    shares = {g: (contended.get(g, 0) / total if total else 0.0) for g in weights}
+    weight_sum = sum(weights.values())
+    normalized = [shares[g] / (weights[g] / weight_sum) for g in weights]
+    return {
+        "policy": policy,
+        "requested": stats.requested,
+        "completed": stats.completed,
+        "failed": stats.failed,
+        "cancelled": stats.cancelled,
+        "passed": sum(1 for r in records if r.passed),
+        "makespan_s": makespan,
+        "throughput_per_s": len(records) / makespan if makespan > 0 else 0.0,
+        "latency_p50_s": _percentile(latencies, 0.50),
+        "latency_p99_s": _percentile(latencies, 0.99),
+        "queue_wait_p99_s": _percentile(waits, 0.99),
+        "utilization": (after.busy_seconds - before.busy_seconds) / (capacity * makespan)
+        if makespan
+        else 0.0,
+        "cold_starts": after.cold_starts - before.cold_starts,
+        "evictions": after.evictions - before.evictions,
+        "quarantined": after.quarantined - before.quarantined,
+        "retries": stats.retries,
+        "failures_by_reason": dict(sorted(stats.failures_by_reason.items())),
+        "fairness_jain": _jain(normalized),
+        "contended_share": dict(sorted(shares.items())),
+        "series": {
+            "latency_s": latencies,
+            "utilization": utilization,
+        },
+    }
