@@ -1,0 +1,120 @@
+"""The scheduler actor driven directly: quotas, bad requests, broken action sources, the books."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from actors.rollouts import RolloutFinished, RolloutRequest
+from actors.sandbox_worker import Action, SandboxWorker
+from actors.scheduler import GetStatistics, Quotas, Scheduler, SchedulerConfig, SchedulerStatistics
+from actors.sim_generator import SimulatedGenerator
+from policies.scheduling import make_policy
+from runtime import Actor, ActorSystem, handler
+from runtime.distributions import Distribution
+from sandboxes._spec import ExecResult, SandboxSpec
+from sandboxes.pool import SandboxPool
+from sandboxes.sim_cluster import RuntimeProfile, SimCluster
+
+pytestmark = pytest.mark.anyio
+
+
+class Sink(Actor):
+    def __init__(self, records: list[RolloutFinished], expected: int, done: anyio.Event) -> None:
+        self.records = records
+        self.expected = expected
+        self.done = done
+
+    @handler
+    def finished(self, msg: RolloutFinished) -> None:
+        self.records.append(msg)
+        if len(self.records) == self.expected:
+            self.done.set()
+
+
+class Broken:
+    """An action source with a bug."""
+
+    async def act(self, request: RolloutRequest, step: int, last: ExecResult | None) -> Action:
+        raise KeyError("no such prompt")
+
+
+async def run_requests(
+    requests: list[RolloutRequest],
+    *,
+    actions: object | None = None,
+    config: SchedulerConfig | None = None,
+    workers: int = 4,
+    expected: int | None = None,
+) -> tuple[list[RolloutFinished], SchedulerStatistics]:
+    profile = RuntimeProfile(cold_start=Distribution.constant(1.0), exec=Distribution.constant(0.5))
+    cluster = SimCluster({"python": profile}, seed=0)
+    spec = SandboxSpec(backend="sim", runtime="python")
+    records: list[RolloutFinished] = []
+    done = anyio.Event()
+    source = actions or SimulatedGenerator(Distribution.constant(0.25))
+    async with (
+        SandboxPool(lambda key: cluster.sandbox(spec), capacity=8) as pool,
+        ActorSystem(lag_interval=None) as system,
+    ):
+        sink = system.spawn(lambda: Sink(records, expected or len(requests), done), name="sink")
+        refs = [
+            system.spawn(lambda: SandboxWorker(source), name=f"w{i}", mailbox_size=1)  # type: ignore[arg-type]
+            for i in range(workers)
+        ]
+        scheduler = system.spawn(
+            lambda: Scheduler(
+                pool=pool, workers=refs, sink=sink, policy=make_policy("fifo"), config=config
+            ),
+            name="scheduler",
+        )
+        for request in requests:
+            await scheduler.tell(request)
+        await done.wait()
+        stats = await scheduler.ask(GetStatistics(), timeout=10.0)
+    return records, stats
+
+
+def req(i: int, **fields: object) -> RolloutRequest:
+    return RolloutRequest(rollout_id=f"r{i}", task_id=f"t{i}", sim_pass_step=1, **fields)  # type: ignore[arg-type]
+
+
+async def test_group_quota_bounds_rollouts_in_flight() -> None:
+    requests = [req(i, group="capped") for i in range(12)] + [req(100 + i) for i in range(4)]
+    config = SchedulerConfig(quotas=Quotas(group={"capped": 2}))
+    records, stats = await run_requests(requests, config=config, workers=6)
+    capped = [r for r in records if r.group == "capped"]
+    events = sorted(
+        [(r.started_at, 1) for r in capped] + [(r.finished_at, -1) for r in capped],
+        key=lambda e: (e[0], e[1]),
+    )
+    running = peak = 0
+    for _, delta in events:
+        running += delta
+        peak = max(peak, running)
+    assert peak == 2
+    assert stats.completed == 16
+    assert stats.balanced
+
+
+async def test_a_duplicate_rollout_id_is_refused_with_a_record() -> None:
+    records, stats = await run_requests([req(1), req(1)], expected=2)
+    statuses = sorted((r.status, r.reason) for r in records)
+    assert statuses == [("completed", ""), ("failed", "duplicate rollout_id")]
+    assert stats.rejected == 1
+    assert stats.balanced
+
+
+async def test_a_broken_action_source_fails_the_rollout_and_frees_the_worker() -> None:
+    records, stats = await run_requests([req(i) for i in range(6)], actions=Broken(), workers=2)
+    assert [r.status for r in records] == ["failed"] * 6
+    assert all("KeyError" in r.reason for r in records)
+    assert stats.failures_by_reason == {"error": 6}
+    assert stats.in_flight == 0
+
+
+def test_bad_requests_are_refused_at_construction_with_the_field_named() -> None:
+    with pytest.raises(ValueError, match="max_steps must be >= 1"):
+        RolloutRequest(rollout_id="r", task_id="t", max_steps=0)
+    with pytest.raises(ValueError, match="rollout_id must not be empty"):
+        RolloutRequest(rollout_id="", task_id="t")
