@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Self
 
@@ -98,6 +98,7 @@ class SandboxPool:
 
     :param factory: makes an unstarted sandbox for a key.
     :param capacity: most sandboxes alive at once, busy or idle, over all keys.
+    :param max_per_key: most sandboxes alive at once for one key (absent: up to `capacity`).
     """
 
     def __init__(
@@ -105,6 +106,7 @@ class SandboxPool:
         factory: Callable[[str], Sandbox],
         *,
         capacity: int,
+        max_per_key: Mapping[str, int] | None = None,
         start_timeout: float = 60.0,
         reset_timeout: float = 30.0,
         close_timeout: float = 30.0,
@@ -114,6 +116,8 @@ class SandboxPool:
             raise ValueError(f"pool capacity must be at least 1, got {capacity}")
         self.factory = factory
         self.capacity = capacity
+        self.max_per_key = dict(max_per_key or {})
+        self._alive: dict[str, int] = {}
         self.start_timeout = start_timeout
         self.reset_timeout = reset_timeout
         self.close_timeout = close_timeout
@@ -176,7 +180,11 @@ class SandboxPool:
 
     def can_lease(self, key: str) -> bool:
         """Whether `lease_nowait(key)` would succeed now."""
-        return self.idle(key) > 0 or self._total < self.capacity or self._evictable(key)
+        if self.idle(key) > 0:
+            return True
+        if self._alive.get(key, 0) >= self.max_per_key.get(key, self.capacity):
+            return False
+        return self._total < self.capacity or self._evictable(key)
 
     def lease_nowait(self, key: str) -> Lease:
         """Lease a warm sandbox of `key`, or a new one (evicting an idle one of another key).
@@ -190,9 +198,12 @@ class SandboxPool:
             self._busy += 1
             self._warm_hits += 1
             return Lease(self, key, sandbox, cold=False)
-        if self._total >= self.capacity and not self._evict_one(key):
+        if self._alive.get(key, 0) >= self.max_per_key.get(key, self.capacity) or (
+            self._total >= self.capacity and not self._evict_one(key)
+        ):
             raise PoolExhaustedError(f"no idle {key!r} sandbox and no room for a new one")
         self._total += 1
+        self._alive[key] = self._alive.get(key, 0) + 1
         self._busy += 1
         self._cold_starts += 1
         return Lease(self, key, self.factory(key), cold=True)
@@ -236,7 +247,7 @@ class SandboxPool:
         _, other = max(victims)
         _, sandbox = self._idle[other].popitem(last=False)
         self._evictions += 1
-        self._total -= 1
+        self._forget(other)
         self._spawn(self._close, sandbox)
         return True
 
@@ -249,7 +260,7 @@ class SandboxPool:
         else:
             if not healthy:
                 self._quarantined += 1
-            self._total -= 1
+            self._forget(lease.key)
             self._spawn(self._close, lease.sandbox)
 
     async def _reset_then_idle(self, key: str, sandbox: Sandbox) -> None:
@@ -259,7 +270,7 @@ class SandboxPool:
         except (TimeoutError, SandboxInfraError) as exc:
             _log.warning("sandbox_reset_failed", sandbox=sandbox.id, error=str(exc))
             self._reset_done()
-            self._total -= 1
+            self._forget(key)
             self._quarantined += 1
             await self._close(sandbox)
             return
@@ -268,6 +279,10 @@ class SandboxPool:
         self._idle.setdefault(key, collections.OrderedDict())[sandbox.id] = sandbox
         for callback in self._on_idle:
             callback(key)
+
+    def _forget(self, key: str) -> None:
+        self._total -= 1
+        self._alive[key] -= 1
 
     def _reset_done(self) -> None:
         self._resetting -= 1

@@ -71,7 +71,11 @@ async def _simulate(
     done = anyio.Event()
     capacity = workload.cluster.capacity
     async with (
-        SandboxPool(lambda key: cluster.sandbox(specs[key]), capacity=capacity) as pool,
+        SandboxPool(
+            lambda key: cluster.sandbox(specs[key]),
+            capacity=capacity,
+            max_per_key=workload.cluster.max_per_runtime,
+        ) as pool,
         ActorSystem(lag_interval=None, stop_timeout=math.inf) as system,
     ):
         await _prewarm(pool, workload)

@@ -52,12 +52,17 @@ class ClusterSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     )
     #: Sandboxes started and left idle before the first request, per runtime.
     prewarm: dict[str, int] = msgspec.field(default_factory=dict)
+    #: Most sandboxes of one runtime alive at once (absent: up to the capacity).
+    max_per_runtime: dict[str, int] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.slots_per_node < 1:
             raise ValueError("nodes and slots_per_node must be >= 1")
         if sum(self.prewarm.values()) > self.capacity:
             raise ValueError(f"prewarm asks for more sandboxes than capacity {self.capacity}")
+        for runtime, count in self.prewarm.items():
+            if count > self.max_per_runtime.get(runtime, self.capacity):
+                raise ValueError(f"prewarm: {runtime} asks for more than max_per_runtime allows")
 
     @property
     def capacity(self) -> int:

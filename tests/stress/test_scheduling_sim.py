@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -151,3 +152,21 @@ def test_books_balance_and_nothing_is_lost_under_any_fault_schedule(
     assert result["requested"] == 60
     assert result["completed"] + result["failed"] + result["cancelled"] == 60
     assert len(result["series"]["latency_s"]) == 60  # exactly one record per rollout
+
+
+def test_a_runtime_pool_never_grows_past_its_maximum() -> None:
+    from roost.stress.workload import ClusterSpec
+
+    base = workload(capacity=16, runtimes=("python",))
+    capped = msgspec.structs.replace(
+        base,
+        cluster=ClusterSpec(
+            nodes=1,
+            slots_per_node=16,
+            runtimes=base.cluster.runtimes,
+            max_per_runtime={"python": 3},
+        ),
+    )
+    result = simulate(capped, "fifo", rollouts=40, concurrency=8, seed=9)
+    assert result["completed"] == 40
+    assert max(u for _, u in result["series"]["utilization"]) <= 3 / 16
