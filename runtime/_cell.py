@@ -114,6 +114,7 @@ class ActorCell:
         self._scope: anyio.CancelScope | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._peek = _peekable_state(self._recv)
+        self.task: asyncio.Task[Any] | None = None  # the running instance's task, for stacks
         self._interrupted = False
 
     def depth(self) -> float:
@@ -149,9 +150,11 @@ class ActorCell:
     async def run_once(self) -> Exit:
         """Make a fresh instance and serve the mailbox until it stops, crashes or is interrupted."""
         instance = self.factory()
+        self.actor_type: type[Actor] = type(instance)
         instance.ref, instance.name, instance.system = self.ref, self.name, self.system
         instance.log = _log.bind(actor=self.name)
         token = current_cell.set(self)
+        self.task = asyncio.current_task() if _running_asyncio_loop() else None
         self._interrupted = False
         exit = Exit.NORMAL
         try:

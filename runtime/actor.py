@@ -104,6 +104,8 @@ class Actor:
     """
 
     _handlers: ClassVar[dict[type, HandlerSpec]] = {}
+    #: Seconds one handler call may take before the watchdog reports it (None: the system's).
+    handler_budget_s: ClassVar[float | None] = None
 
     ref: ActorRef
     name: str

@@ -35,6 +35,7 @@ from runtime.metrics import MetricsRegistry
 from runtime.monitor import measure_loop_lag, write_metrics_jsonl
 from runtime.ref import ActorRef
 from runtime.supervision import Strategy, Supervisor
+from runtime.watchdog import StuckHandler, watch_handlers
 
 __all__ = ["ActorSystem", "StopReport", "SystemStatistics"]
 
@@ -81,6 +82,8 @@ class ActorSystem:
     :param strategy, max_restarts, within: the root supervisor's policy.
     :param lag_interval: how often to sample event-loop lag (None: do not).
     :param metrics_path: append a JSONL metrics snapshot here every `metrics_interval` seconds.
+    :param handler_budget: report (log, count, `stuck_handlers`) any handler running longer;
+        an actor class may set its own `handler_budget_s`. None: no watchdog.
     """
 
     def __init__(
@@ -94,6 +97,7 @@ class ActorSystem:
         lag_interval: float | None = 0.1,
         metrics_path: str | os.PathLike[str] | None = None,
         metrics_interval: float = 1.0,
+        handler_budget: float | None = None,
     ) -> None:
         self.stop_timeout = stop_timeout
         self.on_stop_timeout = on_stop_timeout
@@ -115,6 +119,8 @@ class ActorSystem:
         self._metrics_interval = metrics_interval
         self._stopping = False
         self._stopped_gracefully = True
+        self._handler_budget = handler_budget
+        self.stuck_handlers: list[StuckHandler] = []
 
     # -- lifetime -------------------------------------------------------------------------------
 
@@ -125,6 +131,14 @@ class ActorSystem:
         if self._lag_interval is not None:
             lag = self.metrics.histogram("loop_lag_s")
             self._task_group.start_soon(self._background, measure_loop_lag(lag))
+        if self._handler_budget is not None:
+            watchdog = watch_handlers(
+                self,
+                budget=self._handler_budget,
+                interval=min(1.0, self._handler_budget / 4),
+                reports=self.stuck_handlers,
+            )
+            self._task_group.start_soon(self._background, watchdog)
         if self._metrics_path is not None:
             writer = write_metrics_jsonl(
                 self.metrics, self._metrics_path, interval=self._metrics_interval
@@ -253,6 +267,9 @@ class ActorSystem:
         existing = self._cells.get(name)
         if existing is not None and not existing.stopped.is_set():
             raise ValueError(f"an actor named {name!r} is already running")
+
+    def _cells_snapshot(self) -> list[ActorCell]:
+        return list(self._order)
 
     def _register(self, cell: ActorCell) -> None:
         self._check_name_free(cell.name)

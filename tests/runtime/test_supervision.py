@@ -167,3 +167,24 @@ async def test_crash_in_on_start_counts_as_a_crash() -> None:
         ref = system.spawn(FailsTwice, name="flaky")
         assert await ref.ask(Read(), timeout=1.0) == 3
         assert system.statistics().restarts == 2
+
+
+async def test_watchdog_reports_a_handler_stuck_past_its_budget_with_the_stack() -> None:
+    import anyio as _anyio
+
+    from tests.runtime._actors import Hold, Recorder
+
+    gate = _anyio.Event()
+    async with ActorSystem(lag_interval=None, handler_budget=5.0) as system:
+        ref = system.spawn(lambda: Recorder([], gate), name="stuck")
+        await ref.tell(Hold())
+        await _anyio.sleep(4.0)
+        assert system.stuck_handlers == []  # within budget
+        await _anyio.sleep(3.0)
+        gate.set()
+    [report] = system.stuck_handlers
+    assert report.actor == "stuck"
+    assert report.message_type == "Hold"
+    assert 5.0 <= report.seconds <= 7.0
+    assert "hold" in report.stack  # the handler's frame is in the stack
+    assert system.metrics.snapshot()["stuck_handlers_total"] == 1
