@@ -1,0 +1,168 @@
+"""The HumanEval and MBPP shapes of a code task, converted to `Task`.
+
+Their tests are assertions meant to run next to the solution, where the solution could subvert
+them. Each `assert <call> == <literal>` becomes a call/expected test judged out of process (see
+`tasks/_harness.py`); anything else is kept as one `check` test and the task is tagged
+`weak-channel`, so `tasks check` and the docs can say which tasks rely on it.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from typing import Any
+
+import msgspec
+
+from tasks._spec import Task, TestCase
+
+__all__ = ["from_humaneval", "from_mbpp", "is_humaneval", "is_mbpp"]
+
+
+class ShapeError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def is_humaneval(raw: dict[str, Any]) -> bool:
+    return "task_id" in raw and "entry_point" in raw and "test" in raw
+
+
+def is_mbpp(raw: dict[str, Any]) -> bool:
+    return "task_id" in raw and "test_list" in raw
+
+
+def _text(raw: dict[str, Any], field: str, *, default: str | None = None) -> str:
+    value = raw.get(field, default)
+    if not isinstance(value, str):
+        raise ShapeError(field, f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _literal(node: ast.expr) -> str | None:
+    source = ast.unparse(node)
+    try:
+        ast.literal_eval(source)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return source
+
+
+def _as_call(stmt: ast.stmt) -> TestCase | None:
+    """A call/expected test from `assert CALL == LITERAL`, or None."""
+    if not isinstance(stmt, ast.Assert) or not isinstance(stmt.test, ast.Compare):
+        return None
+    cmp = stmt.test
+    if len(cmp.ops) != 1 or not isinstance(cmp.ops[0], ast.Eq):
+        return None
+    expected = _literal(cmp.comparators[0])
+    if expected is None or _literal(cmp.left) is not None:
+        return None
+    return TestCase(call=ast.unparse(cmp.left), expected=expected)
+
+
+def _convert(statements: list[ast.stmt]) -> list[TestCase] | None:
+    tests = []
+    for stmt in statements:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue  # a docstring
+        if isinstance(stmt, ast.Pass):
+            continue
+        test = _as_call(stmt)
+        if test is None:
+            return None
+        tests.append(test)
+    return tests or None
+
+
+def _parse(field: str, source: str) -> ast.Module:
+    try:
+        return ast.parse(source)
+    except SyntaxError as exc:
+        raise ShapeError(field, f"not valid Python: {exc.msg} (line {exc.lineno})") from None
+
+
+def from_humaneval(raw: dict[str, Any]) -> Task:
+    """A `Task` from {task_id, prompt, canonical_solution, test, entry_point}.
+
+    :raises ValueError: (with `.field`) naming the field that is wrong.
+    """
+    task_id, prompt = str(raw["task_id"]), _text(raw, "prompt")
+    entry, test = _text(raw, "entry_point"), _text(raw, "test")
+    module = _parse("test", test)
+    check = next(
+        (n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "check"), None
+    )
+    if check is None:
+        raise ShapeError("test", "no `def check(candidate)` in the test code")
+    others = [n for n in module.body if n is not check]
+    only_metadata = all(
+        isinstance(n, ast.Assign | ast.Expr | ast.Import | ast.ImportFrom) for n in others
+    )
+    tests = _convert(check.body) if only_metadata else None
+    tags = ["humaneval"]
+    if tests is None:
+        tests = [TestCase(check=f"{test}\ncheck(candidate)\n", name="check")]
+        tags.append("weak-channel")
+    return _build(raw, task_id, prompt, prompt, entry, tests, tags, raw.get("canonical_solution"))
+
+
+def from_mbpp(raw: dict[str, Any]) -> Task:
+    """A `Task` from {task_id, text, code, test_list[, test_setup_code]}."""
+    task_id, text = f"mbpp/{raw['task_id']}", _text(raw, "text")
+    code = _text(raw, "code")
+    setup = _text(raw, "test_setup_code", default="")
+    asserts = raw["test_list"]
+    if not isinstance(asserts, list) or not asserts or not all(isinstance(a, str) for a in asserts):
+        raise ShapeError("test_list", "expected a non-empty list of assert statements")
+    statements = [stmt for source in asserts for stmt in _parse("test_list", source).body]
+    entry = next(
+        (
+            node.func.id
+            for node in ast.walk(statements[0])
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and not hasattr(builtins, node.func.id)
+        ),
+        None,
+    )
+    if entry is None:
+        raise ShapeError("test_list", "the first test calls no function of the solution")
+    tests = None if setup.strip() else _convert(statements)
+    tags = ["mbpp"]
+    if tests is None:
+        tests = [TestCase(check=setup + "\n" + "\n".join(asserts) + "\n", name="check")]
+        tags.append("weak-channel")
+    prompt = f"{text}\nYour code should pass: {asserts[0]}\n"
+    return _build(raw, task_id, prompt, "", entry, tests, tags, code)
+
+
+def _build(
+    raw: dict[str, Any],
+    task_id: str,
+    prompt: str,
+    prefix: str,
+    entry: str,
+    tests: list[TestCase],
+    tags: list[str],
+    canonical: Any,
+) -> Task:
+    if canonical is not None and not isinstance(canonical, str):
+        raise ShapeError("canonical_solution", "expected a string")
+    extra: dict[str, Any] = {
+        k: raw[k] for k in ("level", "group", "risk", "timeout_s", "runtime") if k in raw
+    }
+    return msgspec.convert(
+        {
+            "id": str(task_id),
+            "prompt": prompt,
+            "prefix": prefix,
+            "entry_point": entry,
+            "tests": [msgspec.to_builtins(t) for t in tests],
+            "tags": tags,
+            "canonical_solution": canonical,
+            **extra,
+        },
+        Task,
+    )

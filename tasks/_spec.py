@@ -1,0 +1,136 @@
+"""What a task is (`Task`, `TestCase`) and what verifying a solution says (`Verdict`).
+
+All frozen msgspec structs: a task file decodes straight into them (with errors naming the
+field), and a verdict can go to the run log or over a wire unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import msgspec
+
+__all__ = ["FailureKind", "Risk", "Task", "TestCase", "TestOutcome", "TestStatus", "Verdict"]
+
+Risk = Literal["low", "medium", "high"]
+VerifierKind = Literal["tests"]
+FailureKind = Literal["agent", "infrastructure", "evaluation"]
+TestStatus = Literal["passed", "failed", "error", "timeout", "crash"]
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./:-]*$")
+_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class TestCase(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One hidden test.
+
+    Either `call` and `expected`: `call` is an expression using the entry point, evaluated in a
+    process that imported the solution; only its value (as a Python literal) comes back, and the
+    harness compares it with `expected`, which it evaluates itself. The solution never sees
+    `expected`, so it cannot forge a pass. Or `check`: statements run next to the solution (with
+    `candidate` bound to the entry point) that pass when they raise nothing; code that shares a
+    process with the solution can be subverted by it, so prefer call/expected (the HumanEval
+    loader converts `assert candidate(...) == value` lines into that form).
+    """
+
+    __test__ = False  # not a pytest class
+
+    call: str = ""
+    expected: str = ""
+    check: str = ""
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.check:
+            if self.call or self.expected:
+                raise ValueError("a test has either `check` or `call` + `expected`, not both")
+        elif not (self.call and self.expected):
+            raise ValueError("a test needs `call` and `expected` (or `check`)")
+
+
+class Task(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A verifiable task.
+
+    The text the agent writes is placed after `prefix` (for HumanEval-shaped tasks the prompt
+    is the function's signature, so the agent writes its body) in `solution_file`; `files` are
+    placed next to it. `timeout_s` bounds each test; `canonical_solution` (same convention as
+    the agent's text) must pass.
+    """
+
+    id: str
+    prompt: str
+    entry_point: str
+    tests: list[TestCase]
+    prefix: str = ""
+    runtime: str = "python"
+    files: dict[str, str] = msgspec.field(default_factory=dict)
+    verifier: VerifierKind = "tests"
+    level: int = 1
+    group: str = "default"
+    tags: list[str] = msgspec.field(default_factory=list)
+    risk: Risk = "low"
+    canonical_solution: str | None = None
+    solution_file: str = "solution.py"
+    timeout_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not _ID_RE.match(self.id):
+            raise ValueError(f"id: {self.id!r} is not a valid task id")
+        if not _IDENT_RE.match(self.entry_point):
+            raise ValueError(f"entry_point: {self.entry_point!r} is not a Python identifier")
+        if not self.tests:
+            raise ValueError("tests: a task needs at least one test")
+        if self.level < 1:
+            raise ValueError(f"level: must be >= 1, got {self.level}")
+        if not 0 < self.timeout_s <= 60:
+            raise ValueError(f"timeout_s: must be in (0, 60], got {self.timeout_s}")
+        if not _IDENT_RE.match(self.solution_file.removesuffix(".py")):
+            raise ValueError(f"solution_file: {self.solution_file!r} must be NAME.py")
+        for path in self.files:
+            if path.startswith("/") or ".." in path.split("/") or path == self.solution_file:
+                raise ValueError(f"files: {path!r} must be a relative path inside the sandbox")
+
+    def program(self, text: str) -> str:
+        """The solution module for the agent's `text`."""
+        return self.prefix + text
+
+
+class TestOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """How one test went; `detail` is a short reason for anything but a pass."""
+
+    __test__ = False
+
+    name: str
+    status: TestStatus
+    detail: str = ""
+
+
+class Verdict(msgspec.Struct, frozen=True, kw_only=True):
+    """The structured result of verifying one solution.
+
+    `failure` says who is to blame when `passed` is false: `agent` (tests failed, the program
+    timed out, crashed or broke a limit: a normal outcome, scored by `score`), `infrastructure`
+    (the sandbox failed: retry elsewhere, never score), `evaluation` (the verifier itself broke
+    or returned garbage). `score` is the fraction of tests passed (0 unless the failure is the
+    agent's).
+    """
+
+    passed: bool
+    score: float
+    tests: list[TestOutcome] = msgspec.field(default_factory=list)
+    failure: FailureKind | None = None
+    reason: str = ""
+    duration_s: float = 0.0
+
+    @classmethod
+    def infrastructure(cls, reason: str, *, duration_s: float = 0.0) -> Verdict:
+        return cls(
+            passed=False, score=0.0, failure="infrastructure", reason=reason, duration_s=duration_s
+        )
+
+    @classmethod
+    def evaluation(cls, reason: str, *, duration_s: float = 0.0) -> Verdict:
+        return cls(
+            passed=False, score=0.0, failure="evaluation", reason=reason, duration_s=duration_s
+        )

@@ -1,0 +1,273 @@
+"""Procedural code tasks: "implement `f`" from a one-line description and two examples.
+
+Seeded and deterministic: `ProceduralTasks(seed).task(level, index)` is always the same task,
+and the supply is unbounded (any index). Level 1 is one integer operation (`return x + 3`);
+each level composes more: two operations, list maps and filters, aggregates, conditionals.
+Prompts and solutions stay a line or two long so a small character-level model can learn the
+low levels. The id is a digest of the solution, so the same function always has the same id
+and the same split: a held-out function can never reach training under another index.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import random
+from collections.abc import Callable, Iterator
+from typing import Literal
+
+from tasks._spec import Task, TestCase
+
+__all__ = ["MAX_LEVEL", "ProceduralTasks", "Split"]
+
+Split = Literal["train", "heldout"]
+MAX_LEVEL = 7
+MAX_DRAWS = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class _Op:
+    kind: str
+    k: int  # the constant in the code (0 for none)
+
+    @property
+    def words(self) -> str:  # what the docstring says
+        return _OPS[self.kind][0].format(k=self.k)
+
+    @property
+    def code(self) -> str:  # a template over the operand `{e}`
+        return _OPS[self.kind][1].replace("{k}", str(self.k))
+
+    def apply(self, v: int) -> int:
+        return _OPS[self.kind][2](v, self.k)
+
+    def bumped(self) -> _Op | None:
+        """The op with its constant moved by one, as a changed-constant mutant would."""
+        return _Op(self.kind, self.k + 1) if "{k}" in _OPS[self.kind][1] else None
+
+
+_OPS: dict[str, tuple[str, str, Callable[[int, int], int]]] = {
+    "add": ("add {k}", "{e} + {k}", lambda v, k: v + k),
+    "sub": ("subtract {k}", "{e} - {k}", lambda v, k: v - k),
+    "mul": ("multiply by {k}", "{e} * {k}", lambda v, k: v * k),
+    "neg": ("negate", "-{e}", lambda v, k: -v),
+    "square": ("square", "{e} ** {k}", lambda v, k: v**k),
+    "mod": ("remainder mod {k}", "{e} % {k}", lambda v, k: v % k),
+    "div": ("floor-divide by {k}", "{e} // {k}", lambda v, k: v // k),
+    "abs": ("absolute value", "abs({e})", lambda v, k: abs(v)),
+    "max": ("at least {k}", "max({e}, {k})", lambda v, k: max(v, k)),
+    "min": ("at most {k}", "min({e}, {k})", lambda v, k: min(v, k)),
+}
+
+
+def _int_op(rng: random.Random) -> _Op:
+    kind = rng.choice(list(_OPS))
+    if kind in ("max", "min"):
+        return _Op(kind, rng.randint(-3, 5))  # a clamp must fall inside the test inputs
+    return _Op(kind, 2 if kind == "square" else rng.randint(2, 19))
+
+
+def _bumps(ops: list[_Op]) -> list[list[_Op]]:
+    """Each copy of `ops` with one constant moved by one."""
+    out = []
+    for i, op in enumerate(ops):
+        moved = op.bumped()
+        if moved is not None:
+            out.append([*ops[:i], moved, *ops[i + 1 :]])
+    return out
+
+
+def _render(ops: list[_Op], var: str) -> str:
+    expr, atomic = var, True
+    for op in ops:
+        call_form = op.code.startswith(("abs", "max", "min"))
+        expr = op.code.format(e=expr if atomic or call_form else f"({expr})")
+        atomic = call_form
+    return expr
+
+
+def _run(ops: list[_Op], value: int) -> int:
+    for op in ops:
+        value = op.apply(value)
+    return value
+
+
+def _on_int(func: Callable[[int], int]) -> Callable[[object], object]:
+    def call(value: object) -> object:
+        assert isinstance(value, int)
+        return func(value)
+
+    return call
+
+
+@dataclasses.dataclass(frozen=True)
+class _Shape:
+    arg: str
+    words: str
+    body: str
+    func: Callable[[object], object]
+    list_input: bool
+    edge: int | None = None  # a threshold: tests must probe both sides of it
+    # The same function with one constant moved: the tests must tell each apart from `func`.
+    variants: list[Callable[[object], object]] = dataclasses.field(default_factory=list)
+
+
+def _chain(ops: list[_Op]) -> Callable[[object], object]:
+    return _on_int(lambda x: _run(ops, x))
+
+
+def _branch(k: int, yes: _Op, no: _Op) -> Callable[[object], object]:
+    return _on_int(lambda x: yes.apply(x) if x > k else no.apply(x))
+
+
+def _pipeline(ops: list[_Op], k: int, keep: bool, agg: str) -> Callable[[object], object]:
+    def func(xs: object) -> object:
+        assert isinstance(xs, list)
+        out = [_run(ops, v) for v in xs if not keep or v > k]
+        return {"": out, "sum": sum(out), "len": len(out), "max": max(out, default=0)}[agg]
+
+    return func
+
+
+def _shape(level: int, rng: random.Random) -> _Shape:
+    if level <= 2:
+        ops = [_int_op(rng) for _ in range(level)]
+        words = ", then ".join(o.words for o in ops)
+        variants = [_chain(bumped) for bumped in _bumps(ops)]
+        return _Shape("x", words, _render(ops, "x"), _chain(ops), False, None, variants)
+    if level == 5:
+        k = rng.randint(-3, 3)
+        yes, no = _int_op(rng), _int_op(rng)
+        while no.words == yes.words:
+            no = _int_op(rng)
+        body = f"{_render([yes], 'x')} if x > {k} else {_render([no], 'x')}"
+        words = f"if x > {k}: {yes.words}; else: {no.words}"
+        variants = [_branch(k + 1, yes, no)]
+        variants += [_branch(k, y, no) for [y] in _bumps([yes])]
+        variants += [_branch(k, yes, n) for [n] in _bumps([no])]
+        return _Shape("x", words, body, _branch(k, yes, no), False, k, variants)
+    n_map = 1 if level <= 4 else level - 4
+    ops = [_int_op(rng) for _ in range(n_map)] if level != 3 or rng.random() < 0.5 else []
+    k = rng.randint(-2, 3)
+    keep = level >= 4 or not ops
+    agg = rng.choice(["", "sum", "len", "max"]) if level >= 4 or not ops else ""
+    if agg == "len":
+        ops = []  # a map before len would be untestable
+    clause = f" if v > {k}" if keep else ""
+    words = "; ".join(
+        w
+        for w in (
+            f"keep items > {k}" if keep else "",
+            ", then ".join(o.words for o in ops),
+            f"return the {agg}" if agg else "return the list",
+        )
+        if w
+    )
+    body = f"[{_render(ops, 'v')} for v in xs{clause}]"
+    if agg == "max":
+        body = f"max({body}, default=0)"
+        words = words.replace("return the max", "return the max (0 if empty)")
+    elif agg:
+        body = f"{agg}({body})"
+    variants = [_pipeline(bumped, k, keep, agg) for bumped in _bumps(ops)]
+    if keep:
+        variants.append(_pipeline(ops, k + 1, keep, agg))
+    return _Shape(
+        "xs", words, body, _pipeline(ops, k, keep, agg), True, k if keep else None, variants
+    )
+
+
+class ProceduralTasks:
+    """An unbounded, seeded supply of code tasks at levels 1..`max_level`.
+
+    :param heldout_percent: share of functions (by digest) reserved for evaluation.
+    """
+
+    def __init__(
+        self, *, seed: int = 0, max_level: int = MAX_LEVEL, heldout_percent: int = 10
+    ) -> None:
+        if not 1 <= max_level <= MAX_LEVEL:
+            raise ValueError(f"max_level: must be in 1..{MAX_LEVEL}, got {max_level}")
+        if not 0 <= heldout_percent < 100:
+            raise ValueError(f"heldout_percent: must be in 0..99, got {heldout_percent}")
+        self.seed, self.max_level, self.heldout_percent = seed, max_level, heldout_percent
+
+    def task(self, level: int, index: int) -> Task:
+        """Task number `index` of `level` (either split)."""
+        if not 1 <= level <= self.max_level:
+            raise ValueError(f"level: must be in 1..{self.max_level}, got {level}")
+        rng = random.Random(f"roost:{self.seed}:{level}:{index}")
+        for _ in range(MAX_DRAWS):
+            shape = _shape(level, rng)
+            inputs = self._inputs(rng, shape.list_input, shape.edge)
+            outputs = [shape.func(v) for v in inputs[2:]]
+            # A function that maps most inputs to one value, or each input to itself, or whose
+            # tests cannot tell it from itself with a constant moved, cannot tell a mutant from
+            # the solution either; draw again (the same rng: still deterministic).
+            distinct = len(set(map(repr, outputs))) >= 4 and outputs != inputs[2:]
+            sensitive = all(
+                [variant(v) for v in inputs[2:]] != outputs for variant in shape.variants
+            )
+            if distinct and sensitive:
+                break
+        else:  # pragma: no cover - every level passes within a few draws
+            raise RuntimeError(f"level {level}: no testable task in {MAX_DRAWS} draws")
+        examples, hidden = inputs[:2], inputs[2:]
+        shown = ", ".join(f"f({v!r}) == {shape.func(v)!r}" for v in examples)
+        prompt = f'def f({shape.arg}):\n    """{shape.words.capitalize()}. {shown}"""\n'
+        solution = f"    return {shape.body}\n"
+        digest = hashlib.blake2b(f"{level}:{shape.body}".encode(), digest_size=8).hexdigest()
+        return Task(
+            id=f"gen-L{level}-{digest}-{index}",
+            prompt=prompt,
+            prefix=prompt,
+            entry_point="f",
+            tests=[TestCase(call=f"f({v!r})", expected=repr(shape.func(v))) for v in hidden],
+            level=level,
+            group=f"level-{level}",
+            tags=["procedural", self.split_of_digest(digest)],
+            canonical_solution=solution,
+            timeout_s=1.0,
+        )
+
+    def split_of_digest(self, digest: str) -> Split:
+        return "heldout" if int(digest, 16) % 100 < self.heldout_percent else "train"
+
+    def split_of(self, task: Task) -> Split:
+        return self.split_of_digest(task.id.split("-")[2])
+
+    def stream(self, level: int, *, split: Split = "train", start: int = 0) -> Iterator[Task]:
+        """Fresh tasks of `level` in `split`, forever. Low levels repeat functions (level 1 has
+        about 150) with new examples and tests; the split is by function, so none leaks."""
+        index = start
+        while True:
+            task = self.task(level, index)
+            index += 1
+            if self.split_of(task) == split:
+                yield task
+
+    def take(self, level: int, count: int, *, split: Split = "train", start: int = 0) -> list[Task]:
+        """The first `count` tasks of `stream(level, split=split, start=start)`."""
+        stream = self.stream(level, split=split, start=start)
+        return [next(stream) for _ in range(count)]
+
+    @staticmethod
+    def _inputs(rng: random.Random, list_input: bool, edge: int | None) -> list[object]:
+        """Two example inputs, then eight hidden ones; with a threshold, the hidden ones hold
+        the values on both sides of it, so a mutant that moves it is caught."""
+        if not list_input:
+            values: list[object] = list(rng.sample(range(-12, 13), 10))
+            if edge is not None:
+                rest = [v for v in values if v not in (edge, edge + 1)]
+                values = [*rest[:2], edge, edge + 1, *rest[2:8]]
+            return values
+        lists: list[object] = [
+            [rng.randint(-5, 9) for _ in range(rng.randint(0 if i else 1, 5))] for i in range(10)
+        ]
+        if edge is not None:
+            lists[2] = [edge + 1, rng.randint(-5, 9)]
+            lists[3] = [edge, edge + 1, edge + 1]
+        for i in range(2):  # the examples must not give hidden tests away
+            while lists[i] in lists[2:]:
+                lists[i] = [rng.randint(-5, 9) for _ in range(rng.randint(1, 5))]
+        return lists

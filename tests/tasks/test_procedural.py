@@ -1,0 +1,91 @@
+"""The procedural task set: deterministic, unbounded, split by function, short, and sound."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+import tasks
+from tasks import MAX_LEVEL, ProceduralTasks, canary_tasks, check_tasks, mutants
+from tasks.procedural import ProceduralTasks as Direct
+from tests.conftest import REAL
+from tests.tasks._pool import process_pool
+
+
+def test_the_same_seed_gives_the_same_tasks_and_another_seed_others() -> None:
+    a, b, c = ProceduralTasks(seed=3), ProceduralTasks(seed=3), ProceduralTasks(seed=4)
+    for level in range(1, MAX_LEVEL + 1):
+        assert a.take(level, 5) == b.take(level, 5)
+        assert a.take(level, 5) != c.take(level, 5)
+    assert Direct is ProceduralTasks
+
+
+def test_every_level_has_short_tasks_with_hidden_tests() -> None:
+    source = ProceduralTasks()
+    for level in range(1, MAX_LEVEL + 1):
+        for task in source.take(level, 20):
+            assert task.level == level
+            assert task.group == f"level-{level}"
+            assert task.canonical_solution is not None
+            assert len(task.canonical_solution) < 90
+            assert len(task.tests) == 8
+            for test in task.tests:  # hidden: not among the examples in the prompt
+                assert f"{test.call} ==" not in task.prompt
+    first = source.task(1, 0)
+    assert len(first.prompt) < 100
+
+
+def test_the_supply_is_unbounded_and_fresh() -> None:
+    stream = ProceduralTasks().stream(1)
+    ids = [t.id for t in itertools.islice(stream, 2000)]
+    assert len(set(ids)) == 2000
+
+
+def test_held_out_functions_never_reach_training() -> None:
+    source = ProceduralTasks(heldout_percent=10)
+    for level in range(1, MAX_LEVEL + 1):
+        train = {t.id.split("-")[2] for t in source.take(level, 300)}
+        heldout = source.take(level, 30, split="heldout")
+        assert {t.id.split("-")[2] for t in heldout}.isdisjoint(train)
+        assert all(source.split_of(t) == "heldout" for t in heldout)
+
+
+def test_bad_levels_are_refused() -> None:
+    with pytest.raises(ValueError, match="level"):
+        ProceduralTasks().task(MAX_LEVEL + 1, 0)
+    with pytest.raises(ValueError, match="max_level"):
+        ProceduralTasks(max_level=0)
+
+
+def test_every_task_has_mutants() -> None:
+    for level in range(1, MAX_LEVEL + 1):
+        for task in ProceduralTasks().take(level, 10):
+            kinds = [m.kind for m in mutants(task)]
+            assert "empty_body" in kinds
+            assert len(kinds) >= 2
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", [REAL])
+async def test_canonical_solutions_pass_and_mutants_fail_in_a_real_sandbox() -> None:
+    source = ProceduralTasks(seed=11)
+    sample = [task for level in range(1, MAX_LEVEL + 1) for task in source.take(level, 2)]
+    async with process_pool(2) as pool:
+        report = (await check_tasks(sample, pool, workers=2, repeats=1)).to_json()
+    assert report["canonical_passed"] == len(sample)
+    assert not report["invalid"]
+    assert report["mutant_kill_rate"] >= 0.9
+
+
+def test_canaries_cover_different_levels_first() -> None:
+    source = ProceduralTasks()
+    pool = [t for level in (1, 1, 2, 3) for t in source.take(level, 2)]
+    chosen = canary_tasks(pool, 3)
+    assert [t.level for t in chosen] == [1, 2, 3]
+
+
+def test_the_public_names_all_import() -> None:
+    assert sorted(tasks.__all__) == sorted(set(tasks.__all__))
+    for name in tasks.__all__:
+        assert getattr(tasks, name) is not None
