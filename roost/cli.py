@@ -5,7 +5,10 @@ from __future__ import annotations
 import click
 
 from roost.commands.bench import bench
+from roost.commands.learn import sft_command
+from roost.commands.sandbox import sandbox
 from roost.commands.stress import stress
+from roost.commands.tasks import tasks
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -16,6 +19,9 @@ def cli() -> None:
 
 cli.add_command(bench)
 cli.add_command(stress)
+cli.add_command(tasks)
+cli.add_command(sandbox)
+cli.add_command(sft_command)
 
 
 def main() -> None:

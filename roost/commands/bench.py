@@ -51,6 +51,73 @@ def bench_runtime(as_json: bool, quick: bool, repeats: int | None) -> None:
     )
 
 
+@bench.command("generation")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--quick", is_flag=True, help="A run of seconds (a smaller model, shorter outputs).")
+@click.option("--repeats", type=click.IntRange(min=1), help="Repetitions of each side.")
+def bench_generation(as_json: bool, quick: bool, repeats: int | None) -> None:
+    """Generator actor driven by 1,000 episodes against offline batched generation."""
+    from roost.bench import generation as suite
+    from runtime.logs import configure_logging
+
+    # Episodes cut off when the measured part ends are logged as dead letters: noise here.
+    configure_logging(level="error")
+    result = suite.run(quick=quick, repeats=repeats)
+    if as_json:
+        _print_json(result)
+        return
+    print_table(
+        f"roost bench generation ({result['model']}, {result['device']}, "
+        f"{result['repeats']} repeats, medians)",
+        [
+            ("offline batched", f"{result['offline_tokens_per_s']:,.0f} tok/s", ""),
+            (
+                f"actor, {result['episodes']} episodes",
+                f"{result['actor_tokens_per_s']:,.0f} tok/s",
+                f"occupancy {result['actor_mean_occupancy']:.2f}",
+            ),
+            ("actor_vs_offline_ratio", f"{result['actor_vs_offline_ratio']:.2f}", "target >= 0.8"),
+            ("loop lag p99 (actor side)", f"{result['loop_lag_p99_s'] * 1e3:.1f} ms", ""),
+        ],
+        Console(),
+    )
+
+
+@bench.command("async")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--quick", is_flag=True, help="A run of seconds (fewer steps, shorter episodes).")
+@click.option("--repeats", type=click.IntRange(min=1), help="Pairs of runs (k = 0, k = 4).")
+def bench_async(as_json: bool, quick: bool, repeats: int | None) -> None:
+    """Trajectories/s with staleness bound k = 4 against synchronous k = 0."""
+    from roost.bench import asynchrony as suite
+    from runtime.logs import configure_logging
+
+    # Episodes cut off when the measured part ends are logged as dead letters: noise here.
+    configure_logging(level="error")
+    result = suite.run(quick=quick, repeats=repeats)
+    if as_json:
+        _print_json(result)
+        return
+    sync, asyn = result["k0"], result["k4"]
+    print_table(
+        f"roost bench async ({result['model']}, {result['steps']} steps of "
+        f"{result['batch']} samples, {result['workers']} workers)",
+        [
+            ("k = 0 (synchronous)", f"{sync['trajectories_per_s']:,.1f} traj/s", ""),
+            ("k = 4", f"{asyn['trajectories_per_s']:,.1f} traj/s", ""),
+            ("async_speedup", f"{result['async_speedup']:.2f}", "target >= 2.5"),
+            ("staleness (k = 4)", str(asyn["staleness_histogram"]), f"max {asyn['max_staleness']}"),
+            ("dropped past the bound", str(asyn["dropped_stale"] + sync["dropped_stale"]), "0"),
+            (
+                "learner idle (k = 0 / 4)",
+                f"{sync['learner_idle_fraction']:.2f} / {asyn['learner_idle_fraction']:.2f}",
+                "",
+            ),
+        ],
+        Console(),
+    )
+
+
 def _print_json(result: dict[str, Any]) -> None:
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")

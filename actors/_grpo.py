@@ -1,0 +1,109 @@
+"""The learner's loss, top to bottom: GRPO advantages, the corrected clipped surrogate, KL.
+
+Hyperparameters live in `LossConfig`; the maths is written out in `docs/learning.md`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import torch
+
+from policies.neural import NeuralPolicy
+from policies.staleness import Correction
+
+__all__ = ["LossConfig", "LossStats", "grpo_advantages", "grpo_loss"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LossConfig:
+    clip_eps: float = 0.2
+    kl_coef: float = 0.0  # > 0 needs a reference policy
+    temperature: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class LossStats:
+    loss: float
+    clip_fraction: float
+    is_weight_mean: float
+    is_weight_max: float
+    is_weight_min: float
+    kl_behaviour: float
+    kl_reference: float
+    tokens: int
+
+
+def grpo_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]:
+    """Group-relative advantages: (r_i - mean(r)) / (std(r) + eps), population std.
+
+    A group whose rewards are all equal carries no signal: every advantage is 0.
+    """
+    n = len(rewards)
+    if n == 0:
+        return []
+    mean = sum(rewards) / n
+    std = (sum((r - mean) ** 2 for r in rewards) / n) ** 0.5
+    if std < 1e-9:  # equal up to rounding: no signal, not a division of rounding errors
+        return [0.0] * n
+    return [(r - mean) / (std + eps) for r in rewards]
+
+
+def grpo_loss(
+    policy: NeuralPolicy,
+    prompts: Sequence[Sequence[int]],
+    completions: Sequence[Sequence[int]],
+    behaviour_logprobs: Sequence[Sequence[float]],
+    advantages: Sequence[float],
+    correction: Correction,
+    config: LossConfig,
+    reference: NeuralPolicy | None = None,
+) -> tuple[torch.Tensor, LossStats]:
+    """The loss to minimise for one batch (token-level mean over every completion token)."""
+    dev = policy.device
+    # 1. current log-probabilities (with gradient) and the padding mask
+    logp, mask = policy.token_logprobs(prompts, completions, temperature=config.temperature)
+    width = logp.shape[1]
+    behaviour = torch.tensor(
+        [list(b) + [0.0] * (width - len(b)) for b in behaviour_logprobs], device=dev
+    )
+    adv = torch.tensor(list(advantages), device=dev).unsqueeze(1).expand_as(logp)
+
+    # 2. the proximal policy (the weights before this step), only for the decoupled objective
+    proximal = None
+    if correction.needs_proximal:
+        with torch.no_grad():
+            proximal, _ = policy.token_logprobs(
+                prompts, completions, temperature=config.temperature
+            )
+
+    # 3. the clipped, importance-weighted surrogate, averaged over real tokens
+    sur = correction.surrogate(logp, behaviour, proximal, adv)
+    tokens = mask.sum().clamp(min=1.0)
+    pg_loss = -(sur.objective * mask).sum() / tokens
+
+    # 4. optional KL to a frozen reference (k3 estimator: e^(ref-cur) - (ref-cur) - 1 >= 0)
+    kl_ref = torch.zeros((), device=dev)
+    if config.kl_coef > 0 and reference is not None:
+        with torch.no_grad():
+            ref, _ = reference.token_logprobs(prompts, completions, temperature=config.temperature)
+        delta = ref - logp
+        kl_ref = ((torch.exp(delta) - delta - 1) * mask).sum() / tokens
+    loss = pg_loss + config.kl_coef * kl_ref
+
+    # 5. diagnostics: KL(behaviour || current) by the k1 estimator on the sampled tokens
+    with torch.no_grad():
+        real = mask.bool()
+        weights = sur.is_weight[real]
+        stats = LossStats(
+            loss=float(loss.detach()),
+            clip_fraction=float(sur.clipped[real].float().mean()) if real.any() else 0.0,
+            is_weight_mean=float(weights.mean()) if weights.numel() else 1.0,
+            is_weight_max=float(weights.max()) if weights.numel() else 1.0,
+            is_weight_min=float(weights.min()) if weights.numel() else 1.0,
+            kl_behaviour=float(((behaviour - logp) * mask).sum() / tokens),
+            kl_reference=float(kl_ref),
+            tokens=int(mask.sum()),
+        )
+    return loss, stats

@@ -1,0 +1,240 @@
+"""The learner's state and its two operations: one optimizer step, and a checkpoint.
+
+Kept apart from the actor so that a step can be run, checkpointed and resumed in a plain test,
+and so the actor is only plumbing (mailbox, staleness, publishing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import torch
+import torch._dynamo  # (see below)
+
+from actors._grpo import LossConfig, LossStats, grpo_advantages, grpo_loss
+from policies.neural import NeuralPolicy
+from policies.staleness import make_correction
+
+# AdamW's constructor imports torch._dynamo lazily: about 3 s of pure-Python import that would
+# otherwise hold the GIL on the event loop the first time a learner is spawned.
+
+__all__ = [
+    "Checkpoint",
+    "LearnerConfig",
+    "LearnerCore",
+    "StepStats",
+    "Trajectory",
+    "load_checkpoint",
+]
+
+
+class Trajectory(msgspec.Struct, frozen=True):
+    """One scored model turn: prompt, sampled completion with its behaviour log-probabilities
+    and the version of each token, and the reward of its episode."""
+
+    rollout_id: str
+    prompt: list[int]
+    completion: list[int]
+    logprobs: list[float]
+    versions: list[int]
+    reward: float
+
+    def __post_init__(self) -> None:
+        if not self.prompt:
+            raise ValueError(f"{self.rollout_id}: empty prompt")
+        if not (len(self.completion) == len(self.logprobs) == len(self.versions)):
+            raise ValueError(
+                f"{self.rollout_id}: completion, logprobs and versions differ in length "
+                f"({len(self.completion)}, {len(self.logprobs)}, {len(self.versions)})"
+            )
+
+    @property
+    def oldest_version(self) -> int:
+        return min(self.versions) if self.versions else 1 << 62
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerConfig:
+    batch_size: int = 32  # samples (trajectories) per optimizer step
+    lr: float = 3e-4
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.99)
+    max_grad_norm: float = 1.0
+    correction: str = "decoupled"
+    is_cap: float | None = None
+    loss: LossConfig = dataclasses.field(default_factory=LossConfig)
+    k: int = 2  # staleness bound
+    checkpoint_every: int = 0  # optimizer steps; 0: never
+    checkpoint_dir: str | None = None
+    keep_checkpoints: int = 2
+    step_timeout_s: float = 600.0
+    publish_timeout_s: float = 120.0
+    seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class StepStats:
+    version: int
+    samples: int
+    reward_mean: float
+    grad_norm: float
+    seconds: float
+    loss: LossStats
+
+
+@dataclasses.dataclass
+class Checkpoint:
+    """What a checkpoint file holds; `curriculum` is the caller's opaque blob."""
+
+    model: dict[str, torch.Tensor]
+    optimizer: dict[str, Any]
+    version: int
+    torch_rng: torch.Tensor
+    python_rng: Any
+    consumed: list[str]
+    curriculum: bytes
+    cuda_rng: list[torch.Tensor] = dataclasses.field(default_factory=list)
+    path: Path | None = None
+
+
+class LearnerCore:
+    """The model being trained, its optimizer and RNGs, and the ids consumed so far."""
+
+    def __init__(
+        self,
+        policy: NeuralPolicy,
+        config: LearnerConfig,
+        *,
+        reference: NeuralPolicy | None = None,
+        resume: Checkpoint | None = None,
+    ) -> None:
+        self.policy = policy
+        self.config = config
+        self.reference = reference
+        self.correction = make_correction(
+            config.correction, eps=config.loss.clip_eps, cap=config.is_cap
+        )
+        self.optimizer = torch.optim.AdamW(
+            policy.parameters(), lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
+        )
+        self.rng = random.Random(config.seed)
+        self.consumed: set[str] = set()
+        self.version = policy.version
+        self.curriculum = b""
+        if resume is not None:
+            self.restore(resume)
+
+    def update(self, groups: Sequence[Sequence[Trajectory]]) -> StepStats:
+        """One optimizer step on `groups` (each a GRPO group: samples of one task)."""
+        started = time.perf_counter()
+        batch = [t for group in groups for t in group]
+        advantages = [a for group in groups for a in grpo_advantages([t.reward for t in group])]
+        self.policy.train(True)
+        loss, stats = grpo_loss(
+            self.policy,
+            [t.prompt for t in batch],
+            [t.completion for t in batch],
+            [t.logprobs for t in batch],
+            advantages,
+            self.correction,
+            self.config.loss,
+            self.reference,
+        )
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[no-untyped-call]
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            list(self.policy.parameters()), self.config.max_grad_norm
+        )
+        self.optimizer.step()
+        self.version += 1
+        # The model object outlives a learner restart: it must carry its own version.
+        self.policy.version = self.version
+        self.consumed.update(t.rollout_id for t in batch)
+        return StepStats(
+            version=self.version,
+            samples=len(batch),
+            reward_mean=sum(t.reward for t in batch) / max(1, len(batch)),
+            grad_norm=float(grad_norm),
+            seconds=time.perf_counter() - started,
+            loss=stats,
+        )
+
+    def publishable_state(self) -> dict[str, torch.Tensor]:
+        """A copy of the weights, safe to hand to another thread."""
+        return self.policy.state_dict()
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def save(self, directory: str | os.PathLike[str]) -> Path:
+        """Write `ckpt-<version>.pt` atomically (temp file, fsync, rename); prune old ones."""
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"ckpt-{self.version:08d}.pt"
+        payload = {
+            "model": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "version": self.version,
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "python_rng": self.rng.getstate(),
+            "consumed": sorted(self.consumed),
+            "curriculum": self.curriculum,
+        }
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".ckpt-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                torch.save(payload, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        old = sorted(folder.glob("ckpt-*.pt"))[: -self.config.keep_checkpoints or None]
+        for path in old:
+            path.unlink(missing_ok=True)
+        return target
+
+    def restore(self, ckpt: Checkpoint) -> None:
+        self.policy.load_state_dict(ckpt.model, ckpt.version)
+        self.optimizer.load_state_dict(ckpt.optimizer)
+        self.version = ckpt.version
+        torch.set_rng_state(ckpt.torch_rng)
+        if ckpt.cuda_rng and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(ckpt.cuda_rng)
+        self.rng.setstate(ckpt.python_rng)
+        self.consumed = set(ckpt.consumed)
+        self.curriculum = ckpt.curriculum
+
+
+def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
+    """A checkpoint file, or the newest `ckpt-*.pt` in a directory.
+
+    :raises FileNotFoundError: no checkpoint there.
+    """
+    target = Path(path)
+    if target.is_dir():
+        found = sorted(target.glob("ckpt-*.pt"))
+        if not found:
+            raise FileNotFoundError(f"no ckpt-*.pt in {target}")
+        target = found[-1]
+    data = torch.load(target, map_location="cpu", weights_only=False)
+    return Checkpoint(
+        model=data["model"],
+        optimizer=data["optimizer"],
+        version=int(data["version"]),
+        torch_rng=data["torch_rng"],
+        python_rng=data["python_rng"],
+        consumed=list(data["consumed"]),
+        curriculum=bytes(data["curriculum"]),
+        cuda_rng=list(data.get("cuda_rng", [])),
+        path=target,
+    )

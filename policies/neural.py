@@ -1,0 +1,117 @@
+"""The neural policy interface: what the generator and the learner need from a model.
+
+A model plugs into roost by implementing `NeuralPolicy`. Generation is split into `start` (the
+prompt pass) and `advance` (a few decoding steps) so that the generator can switch weights
+between two calls: a sequence already in flight carries on with the new weights, and each token
+records the parameter version that sampled it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Protocol
+
+import torch
+
+__all__ = ["Decoding", "NeuralPolicy", "Sample", "generate"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Sample:
+    """One completion: its tokens, the behaviour log-probability and version of each."""
+
+    tokens: list[int]
+    logprobs: list[float]
+    versions: list[int]
+
+    @property
+    def oldest_version(self) -> int:
+        """The version of the oldest token (the sample's staleness is counted from it)."""
+        return min(self.versions) if self.versions else -1
+
+
+class Decoding(Protocol):
+    """A batch being decoded: opaque state owned by the policy that started it."""
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def size(self) -> int: ...
+
+    def samples(self) -> list[Sample]: ...
+
+
+class NeuralPolicy(Protocol):
+    """A model that samples completions with log-probabilities and can be trained.
+
+    Thread safety: the caller serializes calls (the generator runs one batch at a time in a
+    worker thread; the learner owns its own copy).
+    """
+
+    @property
+    def version(self) -> int:
+        """The parameter version; the learner sets it after each optimizer step."""
+        ...
+
+    @version.setter
+    def version(self, value: int) -> None: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def start(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        seed: int | None = None,
+    ) -> Decoding:
+        """Run the prompts (batched) and sample the first token of each completion."""
+        ...
+
+    def advance(self, decoding: Decoding, steps: int) -> int:
+        """Decode up to `steps` more tokens for every unfinished sequence; returns tokens made."""
+        ...
+
+    def token_logprobs(
+        self,
+        prompts: Sequence[Sequence[int]],
+        completions: Sequence[Sequence[int]],
+        *,
+        temperature: float = 1.0,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities of `completions` given `prompts`, differentiable.
+
+        Returns (logprobs, mask), both [batch, longest completion]; mask is 1.0 on real tokens.
+        """
+        ...
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]: ...
+
+    def train(self, mode: bool = True) -> object: ...
+
+    def state_dict(self) -> dict[str, torch.Tensor]: ...
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor], version: int) -> None:
+        """Replace the weights; later tokens are tagged with `version`."""
+        ...
+
+
+def generate(
+    policy: NeuralPolicy,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    seed: int | None = None,
+) -> list[Sample]:
+    """Offline batched generation: start, then advance until every sequence is finished."""
+    decoding = policy.start(
+        prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
+    )
+    while not decoding.done:
+        policy.advance(decoding, max_new_tokens)
+    return decoding.samples()

@@ -1,0 +1,98 @@
+"""Supervised warm start: maximise log p(completion | prompt) on demonstration pairs.
+
+Post-training is SFT then RL: the RL phase needs a policy that already succeeds sometimes, or
+every GRPO group has equal rewards and carries no signal. `sft` is a plain function (a phase of
+an experiment, or `roost sft`); it trains the policy in place and leaves its version alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+
+from policies.neural import NeuralPolicy
+from policies.tokenizer import ByteTokenizer
+
+__all__ = ["SFTConfig", "SFTResult", "sft", "sft_loss"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SFTConfig:
+    steps: int = 200
+    batch_size: int = 32
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    #: Stop early after this many seconds (None: run every step).
+    time_budget_s: float | None = None
+    seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class SFTResult:
+    steps: int
+    losses: list[float]
+    seconds: float
+
+
+def sft_loss(
+    policy: NeuralPolicy, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]
+) -> torch.Tensor:
+    """Mean negative log-likelihood per completion token."""
+    logp, mask = policy.token_logprobs(prompts, completions)
+    return -(logp * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def sft(
+    policy: NeuralPolicy,
+    pairs: Sequence[tuple[str, str]],
+    config: SFTConfig | None = None,
+    *,
+    tokenizer: ByteTokenizer | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+) -> SFTResult:
+    """Train on (prompt, completion) text pairs; each completion is followed by EOS.
+
+    Runs in the calling thread: from the event loop, call it via `anyio.to_thread.run_sync`.
+
+    :raises ValueError: no pairs, or a pair with an empty prompt.
+    """
+    config = config or SFTConfig()
+    tokenizer = tokenizer or ByteTokenizer()
+    if not pairs:
+        raise ValueError("sft needs at least one (prompt, completion) pair")
+    data = []
+    for index, (prompt, completion) in enumerate(pairs):
+        if not prompt:
+            raise ValueError(f"pair {index}: empty prompt")
+        data.append(
+            (tokenizer.encode(prompt), [*tokenizer.encode(completion, bos=False), tokenizer.eos])
+        )
+    rng = random.Random(config.seed)
+    optimizer = torch.optim.AdamW(
+        policy.parameters(), lr=config.lr, weight_decay=config.weight_decay
+    )
+    policy.train(True)
+    losses: list[float] = []
+    started = time.perf_counter()
+    for step in range(config.steps):
+        batch = [data[rng.randrange(len(data))] for _ in range(config.batch_size)]
+        loss = sft_loss(policy, [p for p, _ in batch], [c for _, c in batch])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[no-untyped-call]
+        torch.nn.utils.clip_grad_norm_(list(policy.parameters()), config.max_grad_norm)
+        optimizer.step()
+        losses.append(float(loss.detach()))
+        if on_step is not None:
+            on_step(step, losses[-1])
+        if (
+            config.time_budget_s is not None
+            and time.perf_counter() - started > config.time_budget_s
+        ):
+            break
+    policy.train(False)
+    return SFTResult(steps=len(losses), losses=losses, seconds=time.perf_counter() - started)

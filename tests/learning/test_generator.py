@@ -1,0 +1,105 @@
+"""The generator actor: batching, version tags across a weight switch, bad input."""
+
+from __future__ import annotations
+
+import anyio
+import anyio.to_thread
+import pytest
+import torch
+
+from actors.generator import (
+    GenerationError,
+    Generator,
+    GeneratorClient,
+    GeneratorConfig,
+    GetGeneratorStatistics,
+    WeightsPublished,
+)
+from runtime import ActorSystem
+from tests.learning._tiny import REAL, GatedPolicy, prompts, tiny_policy
+
+pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", [REAL])]
+
+
+async def test_tokens_keep_the_version_that_sampled_them_across_a_switch() -> None:
+    policy = GatedPolicy(seed=0)
+    new_weights = tiny_policy(seed=1).state_dict()
+    config = GeneratorConfig(max_batch=2, max_wait_s=0.0, max_new_tokens=12, chunk_tokens=3)
+    async with ActorSystem(lag_interval=None) as system:
+        gen = system.spawn(lambda: Generator(policy, config), name="generator")
+        client = GeneratorClient(gen, timeout_s=30)
+        results = []
+
+        async def ask() -> None:
+            results.append(await client.generate([257, 120, 61]))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask)
+            await anyio.to_thread.run_sync(policy.entered.wait, 30)  # first chunk is running
+            await gen.tell(WeightsPublished(version=1, state=new_weights))
+            policy.release.set()
+        stats = await gen.ask(GetGeneratorStatistics(), timeout=10)
+    (sample,) = results
+    # the first token (prompt pass) and the held chunk of 3 were sampled by version 0
+    assert sample.versions[:4] == [0, 0, 0, 0]
+    assert set(sample.versions[4:]) <= {1}
+    assert len(sample.versions) == len(sample.tokens) == len(sample.logprobs)
+    assert stats.switches_mid_batch == 1
+    assert stats.version == 1
+
+
+async def test_behaviour_logprobs_match_the_model_that_sampled() -> None:
+    policy = tiny_policy()
+    config = GeneratorConfig(max_batch=8, max_wait_s=0.0, max_new_tokens=6)
+    async with ActorSystem(lag_interval=None) as system:
+        gen = system.spawn(lambda: Generator(policy, config), name="generator")
+        sample = await GeneratorClient(gen, timeout_s=30).generate([257, 97, 61])
+    logp, mask = policy.token_logprobs([[257, 97, 61]], [sample.tokens])
+    n = int(mask.sum())
+    assert logp[0, :n].tolist() == pytest.approx(sample.logprobs, abs=1e-4)
+
+
+async def test_many_episodes_are_batched_and_all_answered() -> None:
+    policy = tiny_policy()
+    config = GeneratorConfig(max_batch=16, max_wait_s=0.001, max_new_tokens=4)
+    async with ActorSystem(lag_interval=None) as system:
+        gen = system.spawn(lambda: Generator(policy, config), name="generator", mailbox_size=512)
+        client = GeneratorClient(gen, timeout_s=60)
+        answers = []
+
+        async def episode(p: list[int]) -> None:
+            answers.append(await client.generate(p))
+
+        async with anyio.create_task_group() as group:
+            for p in prompts(100):
+                group.start_soon(episode, p)
+        stats = await gen.ask(GetGeneratorStatistics(), timeout=10)
+    assert len(answers) == 100
+    assert stats.batches >= 100 // 16 + 1
+    assert stats.requests == 100
+
+
+async def test_bad_prompts_get_a_clear_error_and_the_generator_carries_on() -> None:
+    policy = tiny_policy()
+    async with ActorSystem(lag_interval=None) as system:
+        gen = system.spawn(lambda: Generator(policy, GeneratorConfig()), name="generator")
+        client = GeneratorClient(gen, timeout_s=30)
+        with pytest.raises(GenerationError, match="empty prompt"):
+            await client.generate([])
+        with pytest.raises(GenerationError, match="outside"):
+            await client.generate([257, 100_000])
+        ok = await client.generate([257, 97])
+    assert ok.tokens
+
+
+async def test_bad_weights_are_refused_without_losing_the_generator() -> None:
+    policy = tiny_policy()
+    async with ActorSystem(lag_interval=None) as system:
+        gen = system.spawn(lambda: Generator(policy, GeneratorConfig()), name="generator")
+        served = await gen.ask(WeightsPublished(version=1, state="not weights"), timeout=10)
+        assert served == 0
+        wrong_shape = {"tok.weight": torch.zeros(3, 3)}
+        served = await gen.ask(WeightsPublished(version=2, state=wrong_shape), timeout=10)
+        assert served == 0
+        sample = await GeneratorClient(gen, timeout_s=30).generate([257, 97])
+    assert set(sample.versions) == {0}

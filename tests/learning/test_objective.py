@@ -1,0 +1,75 @@
+"""Advantages and importance weights against values computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from actors._grpo import grpo_advantages
+from policies.staleness import DecoupledPPO, TruncatedIS, make_correction
+
+
+def test_group_relative_advantages_are_standardized_within_the_group() -> None:
+    # mean 0.5, population std 0.5
+    assert grpo_advantages([1.0, 0.0, 0.0, 1.0]) == pytest.approx([1, -1, -1, 1], abs=1e-5)
+    # mean 2, std sqrt(2/3)
+    s = math.sqrt(2 / 3)
+    assert grpo_advantages([1.0, 2.0, 3.0]) == pytest.approx([-1 / s, 0, 1 / s], abs=1e-5)
+
+
+def test_a_group_with_equal_rewards_has_no_signal() -> None:
+    assert grpo_advantages([0.7, 0.7, 0.7]) == [0.0, 0.0, 0.0]
+    assert grpo_advantages([]) == []
+
+
+def _t(*values: float) -> torch.Tensor:
+    return torch.tensor([list(values)])
+
+
+def test_truncated_is_clips_and_truncates_the_behaviour_ratio() -> None:
+    corr = TruncatedIS(eps=0.2, cap=2.0)
+    logp = _t(math.log(1.5), math.log(1.5), math.log(3.0), math.log(0.5))
+    behaviour = _t(0.0, 0.0, 0.0, 0.0)
+    adv = _t(1.0, -1.0, -1.0, 1.0)
+    out = corr.surrogate(logp, behaviour, None, adv)
+    # r = 1.5, A = +1: min(1.5, clip 1.2) = 1.2 (clipped)
+    # r = 1.5, A = -1: min(-1.5, -1.2) = -1.5
+    # r = 3.0, A = -1: min(min(3, cap 2) * -1, 1.2 * -1) = -2 (truncated)
+    # r = 0.5, A = +1: min(0.5, 0.8) = 0.5
+    assert out.objective.tolist()[0] == pytest.approx([1.2, -1.5, -2.0, 0.5])
+    assert out.is_weight.tolist()[0] == pytest.approx([1.5, 1.5, 3.0, 0.5])
+    assert out.clipped.tolist()[0] == [True, False, False, False]
+
+
+def test_decoupled_objective_weights_by_proximal_over_behaviour() -> None:
+    corr = DecoupledPPO(eps=0.2, cap=5.0)
+    behaviour = _t(0.0, 0.0, 0.0)
+    proximal = _t(math.log(2.0), math.log(0.5), math.log(8.0))
+    logp = _t(math.log(2.0), math.log(0.75), math.log(8.0))
+    adv = _t(1.0, 1.0, -1.0)
+    out = corr.surrogate(logp, behaviour, proximal, adv)
+    # w = 2, u = 1: 2 * 1 = 2
+    # w = 0.5, u = 1.5: 0.5 * min(1.5, 1.2) = 0.6 (clipped)
+    # w = min(8, cap 5) = 5, u = 1, A = -1: -5
+    assert out.objective.tolist()[0] == pytest.approx([2.0, 0.6, -5.0])
+    assert out.is_weight.tolist()[0] == pytest.approx([2.0, 0.5, 5.0])
+    assert out.clipped.tolist()[0] == [False, True, False]
+
+
+def test_the_decoupled_weight_carries_no_gradient() -> None:
+    logp = torch.tensor([[0.1]], requires_grad=True)
+    out = DecoupledPPO().surrogate(logp, _t(0.0), _t(0.3), _t(1.0))
+    out.objective.sum().backward()  # type: ignore[no-untyped-call]
+    # d/dlogp [w * u * A] with u = exp(logp - prox), w = exp(0.3) constant
+    expected = math.exp(0.3) * math.exp(0.1 - 0.3)
+    assert logp.grad is not None
+    assert logp.grad.item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_corrections_are_chosen_by_name() -> None:
+    assert isinstance(make_correction("truncated_is"), TruncatedIS)
+    assert isinstance(make_correction("decoupled", cap=3.0), DecoupledPPO)
+    with pytest.raises(ValueError, match="truncated_is, decoupled"):
+        make_correction("vtrace")

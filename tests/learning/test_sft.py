@@ -1,0 +1,50 @@
+"""The supervised warm start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from policies.neural import generate
+from policies.sft import SFTConfig, sft
+from policies.tokenizer import ByteTokenizer
+from roost.commands.learn import sft_command
+from tests.learning._tiny import tiny_policy
+
+
+def test_sft_teaches_the_demonstrations() -> None:
+    policy = tiny_policy()
+    pairs = [("ab=", "ba"), ("cd=", "dc")]
+    result = sft(policy, pairs, SFTConfig(steps=150, batch_size=8, lr=1e-2))
+    assert result.losses[-1] < 0.2 * result.losses[0]
+    tok = ByteTokenizer()
+    out = generate(policy, [tok.encode("ab=")], max_new_tokens=4, temperature=0)
+    assert tok.decode(out[0].tokens) == "ba"
+    assert policy.version == 0  # SFT does not publish a version
+
+
+def test_sft_refuses_empty_data() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        sft(tiny_policy(), [])
+    with pytest.raises(ValueError, match="empty prompt"):
+        sft(tiny_policy(), [("", "x")])
+
+
+def test_roost_sft_writes_weights_and_names_a_bad_line(tmp_path: Path) -> None:
+    data = tmp_path / "pairs.jsonl"
+    data.write_text(
+        '{"prompt": "ab=", "completion": "ba"}\n\n{"prompt": "cd=", "completion": "dc"}\n'
+    )
+    out = tmp_path / "w.pt"
+    runner = CliRunner()
+    args = ["--data", str(data), "--out", str(out), "--steps", "2", "--batch-size", "2"]
+    result = runner.invoke(sft_command, args)
+    assert result.exit_code == 0, result.output
+    assert out.exists()
+    assert "2 steps" in result.output
+    data.write_text('{"prompt": "ab="}\n')
+    result = runner.invoke(sft_command, args)
+    assert result.exit_code == 2
+    assert "line 1" in result.output
