@@ -6,6 +6,7 @@ import click
 
 from roost.commands.bench import bench
 from roost.commands.learn import sft_command
+from roost.commands.profile import profile_command
 from roost.commands.sandbox import sandbox
 from roost.commands.stress import stress
 from roost.commands.tasks import tasks
@@ -22,6 +23,7 @@ cli.add_command(stress)
 cli.add_command(tasks)
 cli.add_command(sandbox)
 cli.add_command(sft_command)
+cli.add_command(profile_command)
 
 
 def main() -> None:

@@ -32,6 +32,12 @@ from rich.console import Console
 @click.option(
     "--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), help="PNGs go here."
 )
+@click.option(
+    "--profile",
+    "profile_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Profile each policy's run into PROFILE/<policy>/ (see `roost profile`).",
+)
 def stress(
     workload_path: Path,
     policies: str,
@@ -40,6 +46,7 @@ def stress(
     seed: int,
     json_out: Path | None,
     plot_dir: Path | None,
+    profile_dir: Path | None,
 ) -> None:
     """Run each policy on a simulated cluster (virtual clock) and compare them."""
     from policies.scheduling import POLICIES
@@ -63,7 +70,14 @@ def stress(
     for name in names:
         with console.status(f"simulating {name} ..."):
             results.append(
-                simulate(workload, name, rollouts=rollouts, concurrency=concurrency, seed=seed)
+                simulate(
+                    workload,
+                    name,
+                    rollouts=rollouts,
+                    concurrency=concurrency,
+                    seed=seed,
+                    profile_dir=None if profile_dir is None else profile_dir / name,
+                )
             )
     title = (
         f"roost stress: {workload.name}, {rollouts:,} rollouts, concurrency {concurrency}, "
@@ -83,4 +97,14 @@ def stress(
     if plot_dir is not None:
         for path in write_plots(results, plot_dir):
             console.print(f"wrote {path}")
+    if profile_dir is not None:
+        from roost.profile import analyze, load_run, print_profile, write_profile
+
+        for name in names:
+            inputs = load_run(profile_dir / name)
+            console.rule(f"profile: {name}")
+            result = analyze(inputs.rollouts, inputs.metrics, inputs.steps)
+            print_profile(result, console)
+            write_profile(result, profile_dir / name)
+            console.print(f"wrote {profile_dir / name / 'profile.html'}")
     sys.stdout.flush()

@@ -9,9 +9,11 @@ from __future__ import annotations
 import math
 import random
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 
 from actors.rollouts import RolloutFinished, RolloutRequest
 from actors.sandbox_worker import SandboxWorker
@@ -48,25 +50,41 @@ class _Collector(Actor):
 
 
 def simulate(
-    workload: Workload, policy: str, *, rollouts: int, concurrency: int, seed: int
+    workload: Workload,
+    policy: str,
+    *,
+    rollouts: int,
+    concurrency: int,
+    seed: int,
+    profile_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Figures for one policy (see `roost stress --help` for the keys)."""
+    """Figures for one policy (see `roost stress --help` for the keys).
+
+    With `profile_dir`, the run's timing rows and metric snapshots are written there for
+    `roost profile` (`rollouts.jsonl`, `metrics.jsonl`).
+    """
     started = time.perf_counter()
     result: dict[str, Any] = run_loop(
-        _simulate, workload, policy, rollouts, concurrency, seed, virtual_clock=True
+        _simulate, workload, policy, rollouts, concurrency, seed, profile_dir, virtual_clock=True
     )
     result["wall"] = {"seconds": time.perf_counter() - started}
     return result
 
 
 async def _simulate(
-    workload: Workload, policy_name: str, rollouts: int, concurrency: int, seed: int
+    workload: Workload,
+    policy_name: str,
+    rollouts: int,
+    concurrency: int,
+    seed: int,
+    profile_dir: Path | None,
 ) -> dict[str, Any]:
     options = workload.scheduler.policy_options.get(policy_name, {})
     policy = make_policy(policy_name, options)
     cluster = SimCluster(workload.cluster.runtimes, faults=workload.faults, seed=seed + 1)
     specs = {rt: SandboxSpec(backend="sim", runtime=rt) for rt in workload.cluster.runtimes}
     records: list[RolloutFinished] = []
+    snapshots: list[dict[str, Any]] = []
     utilization: list[tuple[float, float]] = []
     done = anyio.Event()
     capacity = workload.cluster.capacity
@@ -99,6 +117,8 @@ async def _simulate(
         )
         async with anyio.create_task_group() as sampler:
             sampler.start_soon(_sample_utilization, pool, capacity, t0, utilization)
+            if profile_dir is not None:
+                sampler.start_soon(_sample_metrics, system, t0, snapshots)
             await _submit(scheduler, workload, rollouts, seed)
             await done.wait()
             sampler.cancel_scope.cancel()
@@ -107,6 +127,8 @@ async def _simulate(
         pool_stats = pool.statistics()
     if not stats.balanced or stats.in_flight or stats.pending:
         raise AssertionError(f"rollouts unaccounted for: {stats}")
+    if profile_dir is not None:
+        _write_profile_inputs(profile_dir, records, snapshots, t0)
     return _figures(
         policy_name, workload, records, stats, before, pool_stats, makespan, capacity, utilization
     )
@@ -179,6 +201,32 @@ async def _sample_utilization(
         busy = pool.statistics().busy
         out.append((anyio.current_time() - t0, busy / capacity))
         await anyio.sleep(SAMPLE_EVERY_S)
+
+
+async def _sample_metrics(system: ActorSystem, t0: float, out: list[dict[str, Any]]) -> None:
+    # Handler timings are real CPU seconds against simulated ones here: left out, not misread.
+    while True:
+        snapshot = system.metrics.snapshot()
+        row = {k: v for k, v in snapshot.items() if not k.endswith(".handler_s")}
+        row["t"] = anyio.current_time() - t0
+        out.append(row)
+        await anyio.sleep(SAMPLE_EVERY_S)
+
+
+def _write_profile_inputs(
+    directory: Path, records: list[RolloutFinished], snapshots: list[dict[str, Any]], t0: float
+) -> None:
+    from roost.profile.model import timing_from_finished
+    from roost.profile.sources import METRICS, ROLLOUTS, write_jsonl
+
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = [timing_from_finished(r) for r in records]
+    rows = [
+        msgspec.structs.replace(r, requested_at=r.requested_at - t0, finished_at=r.finished_at - t0)
+        for r in rows
+    ]
+    write_jsonl(directory / ROLLOUTS, rows)
+    write_jsonl(directory / METRICS, snapshots)
 
 
 def _percentile(ordered: list[float], q: float) -> float:

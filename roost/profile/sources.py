@@ -1,0 +1,93 @@
+"""Read what a run left behind into timing rows and metric snapshots.
+
+A run directory holds `metrics.jsonl` (runtime snapshots, one a line) and the timing rows as
+`rollouts.jsonl` and `learner_steps.jsonl`. A final line cut short by a crash is dropped; any
+other line that does not parse is an error naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+from roost.profile.model import LearnerStep, RolloutTiming
+
+__all__ = ["ProfileInputError", "RunInputs", "load_run", "read_jsonl", "write_jsonl"]
+
+T = TypeVar("T")
+
+ROLLOUTS = "rollouts.jsonl"
+LEARNER_STEPS = "learner_steps.jsonl"
+METRICS = "metrics.jsonl"
+
+
+class ProfileInputError(ValueError):
+    """A run directory that cannot be profiled, with the file and line at fault."""
+
+
+class RunInputs(msgspec.Struct, kw_only=True):
+    rollouts: list[RolloutTiming]
+    steps: list[LearnerStep]
+    metrics: list[dict[str, Any]]
+
+
+def load_run(run_dir: str | Path) -> RunInputs:
+    """The profile inputs of `run_dir`: `rollouts.jsonl` is required, the rest optional."""
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise ProfileInputError(f"{root}: not a directory")
+    rollouts_path = root / ROLLOUTS
+    if not rollouts_path.exists():
+        raise ProfileInputError(
+            f"{root}: no {ROLLOUTS}; run with --profile (roost train / roost stress) to record it"
+        )
+    rollouts = read_jsonl(rollouts_path, _decoder(RolloutTiming))
+    steps_path = root / LEARNER_STEPS
+    steps = read_jsonl(steps_path, _decoder(LearnerStep)) if steps_path.exists() else []
+    metrics_path = root / METRICS
+    metrics = read_jsonl(metrics_path, _json_object) if metrics_path.exists() else []
+    return RunInputs(rollouts=rollouts, steps=steps, metrics=metrics)
+
+
+def _decoder(kind: type[T]) -> Callable[[bytes], T]:
+    decoder = msgspec.json.Decoder(kind)
+    return decoder.decode
+
+
+def _json_object(line: bytes) -> dict[str, Any]:
+    value = json.loads(line)
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def read_jsonl(path: Path, parse: Callable[[bytes], T]) -> list[T]:
+    """Parse each line of `path`; a bad last line without its newline is a torn write, dropped."""
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    out: list[T] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append(parse(line))
+        except (ValueError, msgspec.DecodeError) as exc:
+            if number == len(lines):  # no newline after it: the writer died mid-line
+                break
+            raise ProfileInputError(f"{path}:{number}: {exc}") from None
+    return out
+
+
+def write_jsonl(path: Path, rows: list[Any]) -> None:
+    """Write `rows` (msgspec structs or dicts) as JSON lines, atomically."""
+    encoder = msgspec.json.Encoder()
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as out:
+        for row in rows:
+            out.write(encoder.encode(row))
+            out.write(b"\n")
+    tmp.replace(path)
