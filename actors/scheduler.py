@@ -117,6 +117,7 @@ class _InFlight:
     pending: PendingRollout
     worker: ActorRef
     deadline_at: float
+    lease: Any = None
 
 
 class Scheduler(Actor):
@@ -140,6 +141,7 @@ class Scheduler(Actor):
         self.rng = random.Random(self.config.seed)
         self._workers = {ref.name: ref for ref in workers}
         self._idle_workers = list(reversed(workers))
+        self._idle_names = {ref.name for ref in workers}
         self._classes: dict[ClassKey, PendingClass] = {}
         self._pending = 0
         self._in_flight: dict[str, _InFlight] = {}
@@ -245,6 +247,11 @@ class Scheduler(Actor):
         for rollout_id in lost:
             flight = self._in_flight.pop(rollout_id)
             self._in_flight_by_add(flight.pending.request, -1)
+            # The worker crashed mid-episode (its supervisor restarted it, the assignment went
+            # to the dead letters): its sandbox is recycled, and the worker is free again.
+            if flight.lease is not None:
+                flight.lease.release(healthy=False)
+            self._free_worker(flight.worker.name)
             await self._finish(flight.pending, "failed", "lost: the worker never reported", None)
         # Queued past the deadline (a quota or a busy pool kept it back): cancel it now.
         for cls in self._classes.values():
@@ -319,8 +326,9 @@ class Scheduler(Actor):
             return
         pending.attempts += 1
         worker = self._idle_workers.pop()
+        self._idle_names.discard(worker.name)
         lease = self.pool.lease_nowait(request.runtime)
-        self._in_flight[request.rollout_id] = _InFlight(pending, worker, deadline_at)
+        self._in_flight[request.rollout_id] = _InFlight(pending, worker, deadline_at, lease)
         self._in_flight_by_add(request, +1)
         self._dispatched[request.group] = self._dispatched.get(request.group, 0) + 1
         assign = Assign(
@@ -346,8 +354,11 @@ class Scheduler(Actor):
         self._pending += 1
 
     def _free_worker(self, name: str) -> None:
+        # A worker declared lost is freed at once; if it was only slow, its late report must
+        # not free it a second time (two assignments would then meet in its mailbox).
         worker = self._workers.get(name)
-        if worker is not None:
+        if worker is not None and name not in self._idle_names:
+            self._idle_names.add(name)
             self._idle_workers.append(worker)
 
     def _in_flight_by_add(self, request: RolloutRequest, delta: int) -> None:

@@ -22,6 +22,7 @@ from anyio.lowlevel import checkpoint
 from runtime._reply import AskEnvelope
 from runtime.actor import Actor
 from runtime.errors import ActorCrashedError, ActorStoppedError, UnhandledMessageError
+from runtime.faults import InjectedCrash
 
 if TYPE_CHECKING:
     from runtime.system import ActorSystem
@@ -190,6 +191,7 @@ class ActorCell:
         clock = time.perf_counter
         loop = _running_asyncio_loop()
         peek = self._peek if loop is not None else None
+        inject = self.system.fault_injector
         served = 0
         try:
             while True:
@@ -231,6 +233,8 @@ class ActorCell:
                 if spec is None:
                     self._unhandled(message, reply)
                     continue
+                if inject is not None and inject(self.name, message):
+                    raise InjectedCrash(f"{self.name} on {type(message).__name__}")
                 if served & _TIME_MASK:
                     result = spec.func(instance, message)
                     if spec.is_async:

@@ -31,6 +31,7 @@ from runtime._reply import DeadlineWheel
 from runtime.actor import Actor
 from runtime.deadletters import DeadLetterOffice
 from runtime.errors import EscalationError
+from runtime.faults import CrashInjector
 from runtime.metrics import MetricsRegistry
 from runtime.monitor import measure_loop_lag, write_metrics_jsonl
 from runtime.ref import ActorRef
@@ -98,8 +99,11 @@ class ActorSystem:
         metrics_path: str | os.PathLike[str] | None = None,
         metrics_interval: float = 1.0,
         handler_budget: float | None = None,
+        fault_injector: CrashInjector | None = None,
     ) -> None:
         self.stop_timeout = stop_timeout
+        #: Chaos testing only: consulted before every handler call (see runtime/faults.py).
+        self.fault_injector = fault_injector
         self.on_stop_timeout = on_stop_timeout
         self.metrics = MetricsRegistry()
         self.dead_letters = DeadLetterOffice(self.metrics)

@@ -8,6 +8,10 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+#: Actor roles a stress run can restart without losing state: a worker's episode is failed and
+#: retried by the scheduler; the scheduler and the collector keep their state in memory only.
+CRASHABLE = frozenset({"worker"})
+
 
 @click.command()
 @click.option(
@@ -38,6 +42,12 @@ from rich.console import Console
     type=click.Path(file_okay=False, path_type=Path),
     help="Profile each policy's run into PROFILE/<policy>/ (see `roost profile`).",
 )
+@click.option(
+    "--chaos",
+    "chaos_text",
+    help="Inject faults, e.g. 'kill_sandbox=0.02,hung_exec=0.01,slow_exec=0.05,"
+    "generator_error=0.02,crash.worker=0.01,seed=1' (see docs/reliability.md).",
+)
 def stress(
     workload_path: Path,
     policies: str,
@@ -47,6 +57,7 @@ def stress(
     json_out: Path | None,
     plot_dir: Path | None,
     profile_dir: Path | None,
+    chaos_text: str | None,
 ) -> None:
     """Run each policy on a simulated cluster (virtual clock) and compare them."""
     from policies.scheduling import POLICIES
@@ -61,6 +72,12 @@ def stress(
             f"unknown policies {unknown}; known: {', '.join(sorted(POLICIES))}",
             param_hint="--policies",
         )
+    from roost.chaos import ChaosSpecError, parse_chaos
+
+    try:
+        chaos = None if chaos_text is None else parse_chaos(chaos_text, crashable=CRASHABLE)
+    except ChaosSpecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--chaos") from None
     try:
         workload = load_workload(workload_path)
     except WorkloadError as exc:
@@ -77,6 +94,7 @@ def stress(
                     concurrency=concurrency,
                     seed=seed,
                     profile_dir=None if profile_dir is None else profile_dir / name,
+                    chaos=chaos,
                 )
             )
     title = (
@@ -84,6 +102,13 @@ def stress(
         f"seed {seed}"
     )
     print_table(title, results, console)
+    for result in results:
+        if "chaos" in result:
+            console.print(
+                f"chaos ({result['policy']}): injected {result['chaos']}; lost "
+                f"{len(result['lost'])}, counted twice {len(result['counted_twice'])}, "
+                f"leases outstanding {result['leases_outstanding']}"
+            )
     header = {
         "workload": workload.name,
         "rollouts": rollouts,
@@ -103,8 +128,8 @@ def stress(
         for name in names:
             inputs = load_run(profile_dir / name)
             console.rule(f"profile: {name}")
-            result = analyze(inputs.rollouts, inputs.metrics, inputs.steps)
-            print_profile(result, console)
-            write_profile(result, profile_dir / name)
+            profile = analyze(inputs.rollouts, inputs.metrics, inputs.steps)
+            print_profile(profile, console)
+            write_profile(profile, profile_dir / name)
             console.print(f"wrote {profile_dir / name / 'profile.html'}")
     sys.stdout.flush()

@@ -6,6 +6,7 @@ counts and seed give the same figures (only `wall` depends on the machine).
 
 from __future__ import annotations
 
+import collections
 import math
 import random
 import time
@@ -16,19 +17,31 @@ import anyio
 import msgspec
 
 from actors.rollouts import RolloutFinished, RolloutRequest
-from actors.sandbox_worker import SandboxWorker
-from actors.scheduler import GetStatistics, Quotas, Scheduler, SchedulerConfig, SchedulerStatistics
+from actors.sandbox_worker import ActionSource, SandboxWorker
+from actors.scheduler import (
+    GetStatistics,
+    Quotas,
+    Scheduler,
+    SchedulerConfig,
+    SchedulerStatistics,
+    Sweep,
+)
 from actors.sim_generator import SimulatedGenerator
 from policies.scheduling import make_policy
+from roost.chaos import ChaosActions, ChaosCounts, ChaosSandbox, ChaosSpec
 from roost.stress.workload import Workload
 from runtime import Actor, ActorSystem, handler
 from runtime import run as run_loop
+from runtime.faults import CrashInjector
 from sandboxes._errors import SandboxInfraError
 from sandboxes._spec import SandboxSpec
 from sandboxes.pool import PoolStatistics, SandboxPool
 from sandboxes.sim_cluster import SimCluster
 
 __all__ = ["simulate"]
+
+#: A run that has not accounted for every rollout after this much simulated time has lost one.
+SIMULATED_LIMIT_S = 7 * 24 * 3600.0
 
 #: Simulated seconds between utilization samples.
 SAMPLE_EVERY_S = 5.0
@@ -57,15 +70,27 @@ def simulate(
     concurrency: int,
     seed: int,
     profile_dir: Path | None = None,
+    chaos: ChaosSpec | None = None,
 ) -> dict[str, Any]:
     """Figures for one policy (see `roost stress --help` for the keys).
+
+    With `chaos`, faults are injected as it says and the figures gain `chaos` (what was
+    injected) and `lost` / `counted_twice` (rollout ids, which must both be empty).
 
     With `profile_dir`, the run's timing rows and metric snapshots are written there for
     `roost profile` (`rollouts.jsonl`, `metrics.jsonl`).
     """
     started = time.perf_counter()
     result: dict[str, Any] = run_loop(
-        _simulate, workload, policy, rollouts, concurrency, seed, profile_dir, virtual_clock=True
+        _simulate,
+        workload,
+        policy,
+        rollouts,
+        concurrency,
+        seed,
+        profile_dir,
+        chaos,
+        virtual_clock=True,
     )
     result["wall"] = {"seconds": time.perf_counter() - started}
     return result
@@ -78,8 +103,11 @@ async def _simulate(
     concurrency: int,
     seed: int,
     profile_dir: Path | None,
+    chaos: ChaosSpec | None,
 ) -> dict[str, Any]:
     options = workload.scheduler.policy_options.get(policy_name, {})
+    counts = ChaosCounts()
+    chaos_rng = random.Random(chaos.seed if chaos else 0)
     policy = make_policy(policy_name, options)
     cluster = SimCluster(workload.cluster.runtimes, faults=workload.faults, seed=seed + 1)
     specs = {rt: SandboxSpec(backend="sim", runtime=rt) for rt in workload.cluster.runtimes}
@@ -90,16 +118,28 @@ async def _simulate(
     capacity = workload.cluster.capacity
     async with (
         SandboxPool(
-            lambda key: cluster.sandbox(specs[key]),
+            (lambda key: cluster.sandbox(specs[key]))
+            if chaos is None
+            else (lambda key: ChaosSandbox(cluster.sandbox(specs[key]), chaos, chaos_rng, counts)),
             capacity=capacity,
             max_per_key=workload.cluster.max_per_runtime,
         ) as pool,
-        ActorSystem(lag_interval=None, stop_timeout=math.inf) as system,
+        ActorSystem(
+            lag_interval=None,
+            stop_timeout=math.inf,
+            # Chaos crashes actors on purpose: restarts must not escalate and end the run.
+            max_restarts=3 if chaos is None else 1_000_000_000,
+            fault_injector=None
+            if chaos is None
+            else CrashInjector(chaos.crashes, seed=chaos.seed + 1, spare=(Sweep,)),
+        ) as system,
     ):
         await _prewarm(pool, workload)
         t0 = anyio.current_time()
         before = pool.statistics()
-        generator = SimulatedGenerator(workload.generator.latency, seed=seed + 2)
+        generator: ActionSource = SimulatedGenerator(workload.generator.latency, seed=seed + 2)
+        if chaos is not None:
+            generator = ChaosActions(generator, chaos, chaos_rng, counts)
         collector = system.spawn(
             lambda: _Collector(rollouts, records, done), name="collector", mailbox_size=4096
         )
@@ -120,7 +160,9 @@ async def _simulate(
             if profile_dir is not None:
                 sampler.start_soon(_sample_metrics, system, t0, snapshots)
             await _submit(scheduler, workload, rollouts, seed)
-            await done.wait()
+            # A bug that loses a rollout must end in an error below, never in a silent hang.
+            with anyio.move_on_after(SIMULATED_LIMIT_S):
+                await done.wait()
             sampler.cancel_scope.cancel()
         makespan = anyio.current_time() - t0
         stats: SchedulerStatistics = await scheduler.ask(GetStatistics(), timeout=60.0)
@@ -129,9 +171,19 @@ async def _simulate(
         raise AssertionError(f"rollouts unaccounted for: {stats}")
     if profile_dir is not None:
         _write_profile_inputs(profile_dir, records, snapshots, t0)
-    return _figures(
+    figures = _figures(
         policy_name, workload, records, stats, before, pool_stats, makespan, capacity, utilization
     )
+    if chaos is not None:
+        injector = system.fault_injector
+        crashes = injector.crashes if injector is not None else {}
+        seen = collections.Counter(r.rollout_id for r in records)
+        submitted = {f"r{index}" for index in range(rollouts)}
+        figures["chaos"] = {**counts.as_dict(), **{f"crash.{k}": v for k, v in crashes.items()}}
+        figures["lost"] = sorted(submitted - set(seen))
+        figures["counted_twice"] = sorted(i for i, n in seen.items() if n > 1)
+        figures["leases_outstanding"] = pool_stats.busy
+    return figures
 
 
 async def _prewarm(pool: SandboxPool, workload: Workload) -> None:

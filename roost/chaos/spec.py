@@ -1,0 +1,79 @@
+"""The chaos specification: which faults, at which rates, from which seed."""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = ["ChaosSpec", "ChaosSpecError", "parse_chaos"]
+
+
+class ChaosSpecError(ValueError):
+    """A `--chaos` string that does not say something roost can do."""
+
+
+class ChaosSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """Probabilities per event: per exec for sandbox faults, per action for the generator, per
+    message for actor crashes (`crashes` maps an actor role such as `worker` to a rate)."""
+
+    kill_sandbox: float = 0.0
+    hung_exec: float = 0.0
+    slow_exec: float = 0.0
+    slow_exec_s: float = 2.0
+    generator_error: float = 0.0
+    crashes: dict[str, float] = msgspec.field(default_factory=dict)
+    seed: int = 0
+
+    @property
+    def exec_fault_rate(self) -> float:
+        return self.kill_sandbox + self.hung_exec + self.slow_exec
+
+
+_RATES = ("kill_sandbox", "hung_exec", "slow_exec", "generator_error")
+
+
+def parse_chaos(text: str, *, crashable: frozenset[str] | None = None) -> ChaosSpec:
+    """Parse `kind=value,...`; kinds: kill_sandbox, hung_exec, slow_exec, generator_error (rates
+    in [0, 1]), slow_exec_s (seconds), seed, and crash.ROLE (a rate). `crashable` limits the
+    roles a command can restart without losing state."""
+    fields: dict[str, float | int] = {}
+    crashes: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep:
+            raise ChaosSpecError(f"chaos item {item!r}: expected KIND=VALUE")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ChaosSpecError(f"chaos item {item!r}: {raw.strip()!r} is not a number") from None
+        if key.startswith("crash."):
+            role = key.removeprefix("crash.")
+            if crashable is not None and role not in crashable:
+                raise ChaosSpecError(
+                    f"chaos item {item!r}: actors of role {role!r} cannot be crashed here "
+                    f"(crashable: {', '.join(sorted(crashable)) or 'none'})"
+                )
+            crashes[role] = _rate(item, value)
+        elif key in _RATES:
+            fields[key] = _rate(item, value)
+        elif key == "slow_exec_s":
+            if not value >= 0:
+                raise ChaosSpecError(f"chaos item {item!r}: seconds must be >= 0")
+            fields[key] = value
+        elif key == "seed":
+            fields[key] = int(value)
+        else:
+            known = ", ".join((*_RATES, "slow_exec_s", "seed", "crash.ROLE"))
+            raise ChaosSpecError(f"chaos item {item!r}: unknown kind {key!r} (known: {known})")
+    spec = ChaosSpec(crashes=crashes, **fields)  # type: ignore[arg-type]
+    if spec.exec_fault_rate > 1.0:
+        raise ChaosSpecError(
+            f"kill_sandbox + hung_exec + slow_exec is {spec.exec_fault_rate}, more than 1"
+        )
+    return spec
+
+
+def _rate(item: str, value: float) -> float:
+    if not 0.0 <= value <= 1.0:
+        raise ChaosSpecError(f"chaos item {item!r}: a rate must be in [0, 1]")
+    return value
