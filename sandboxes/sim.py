@@ -8,48 +8,27 @@ exit 0 with no output. Files live in a dict, behind the same path rules as the r
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable
-from typing import Literal
 
 import anyio
 import msgspec
 
+from runtime.distributions import Distribution
 from sandboxes._base import BaseSandbox
 from sandboxes._errors import SandboxBrokenError, SandboxFileError, SandboxStartError
 from sandboxes._files import check_relative_path
 from sandboxes._spec import ExecResult, SandboxSpec
 
 
-class Dist(msgspec.Struct, frozen=True, kw_only=True):
-    """A latency distribution in seconds: `const` (a), `uniform` (a..b), `exponential`
-    (mean a), or `lognormal` (median a, sigma b)."""
-
-    kind: Literal["const", "uniform", "exponential", "lognormal"] = "const"
-    a: float = 0.0
-    b: float = 0.0
-
-    def sample(self, rng: random.Random) -> float:
-        if self.kind == "const":
-            value = self.a
-        elif self.kind == "uniform":
-            value = rng.uniform(self.a, self.b)
-        elif self.kind == "exponential":
-            value = rng.expovariate(1.0 / self.a) if self.a > 0 else 0.0
-        else:
-            value = rng.lognormvariate(math.log(self.a), self.b) if self.a > 0 else 0.0
-        return max(0.0, value)
-
-
 class SimProfile(msgspec.Struct, frozen=True, kw_only=True):
     """Latencies and fault rates of simulated sandboxes. The defaults are roughly the measured
     docker/runc figures of this host (start 190 ms, exec 60 ms), with no faults."""
 
-    start: Dist = Dist(kind="lognormal", a=0.19, b=0.2)
-    exec: Dist = Dist(kind="lognormal", a=0.06, b=0.3)
-    reset: Dist = Dist(kind="lognormal", a=0.05, b=0.3)
-    close: Dist = Dist(kind="const", a=0.01)
+    start: Distribution = Distribution("lognormal", median=0.19, sigma=0.2)
+    exec: Distribution = Distribution("lognormal", median=0.06, sigma=0.3)
+    reset: Distribution = Distribution("lognormal", median=0.05, sigma=0.3)
+    close: Distribution = Distribution("constant", value=0.01)
     start_failure_rate: float = 0.0
     exec_infra_failure_rate: float = 0.0  # the sandbox breaks; later calls fail too
     exec_timeout_rate: float = 0.0  # the program runs into its timeout

@@ -8,6 +8,7 @@ import anyio
 import pytest
 
 from runtime.clock import VirtualClockEventLoop
+from runtime.distributions import Distribution
 from sandboxes import (
     ExecResult,
     SandboxFileError,
@@ -16,7 +17,7 @@ from sandboxes import (
     UnsafePathError,
     create_sandbox,
 )
-from sandboxes.sim import Dist, SimProfile, SimSandbox
+from sandboxes.sim import SimProfile, SimSandbox
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 SIM = SandboxSpec(backend="sim")
@@ -66,7 +67,7 @@ async def test_faults_follow_the_profile() -> None:
     with pytest.raises(SandboxStartError):
         await SimSandbox(SIM, profile=SimProfile(start_failure_rate=1.0)).start()
 
-    slow = SimProfile(exec=Dist(kind="const", a=5.0))
+    slow = SimProfile(exec=Distribution("constant", value=5.0))
     async with SimSandbox(SIM, profile=slow) as sb:
         timed_out = await sb.exec(["true"], timeout=1.0)
     assert timed_out.timed_out
