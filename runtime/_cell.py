@@ -91,6 +91,7 @@ class ActorCell:
         *,
         mailbox_size: int,
         restart: Restart,
+        keep_state: bool = False,
     ) -> None:
         from runtime.ref import ActorRef
 
@@ -100,6 +101,8 @@ class ActorCell:
         self.name = name
         self.factory = factory
         self.restart = restart
+        self.keep_state = keep_state
+        self._kept: Actor | None = None  # the crashed instance a keep_state restart resumes
         self.mailbox_size = mailbox_size
         self.send_stream, self._recv = anyio.create_memory_object_stream[Any](mailbox_size)
         self.ref = ActorRef(self)
@@ -149,11 +152,16 @@ class ActorCell:
             dropped[name] = dropped.get(name, 0) + 1
 
     async def run_once(self) -> Exit:
-        """Make a fresh instance and serve the mailbox until it stops, crashes or is interrupted."""
-        instance = self.factory()
-        self.actor_type: type[Actor] = type(instance)
-        instance.ref, instance.name, instance.system = self.ref, self.name, self.system
-        instance.log = _log.bind(actor=self.name)
+        """Make a fresh instance (or, with `keep_state`, resume the one that crashed) and serve
+        the mailbox until it stops, crashes or is interrupted."""
+        resumed = self._kept is not None
+        instance = self._kept if self._kept is not None else self.factory()
+        self._kept = None
+        if not resumed:
+            self.actor_type: type[Actor] = type(instance)
+            instance.ref, instance.name, instance.system = self.ref, self.name, self.system
+            instance.log = _log.bind(actor=self.name)
+        started = resumed
         token = current_cell.set(self)
         self.task = asyncio.current_task() if _running_asyncio_loop() else None
         self._interrupted = False
@@ -162,7 +170,9 @@ class ActorCell:
             with anyio.CancelScope() as scope:
                 self._scope = scope
                 try:
-                    await instance.on_start()
+                    if not resumed:
+                        await instance.on_start()
+                        started = True
                     await self._serve(instance)
                 except Exception as exc:
                     exit = Exit.CRASHED
@@ -175,8 +185,16 @@ class ActorCell:
         finally:
             self._scope = None
             current_cell.reset(token)
-            with anyio.CancelScope(shield=True), anyio.move_on_after(self.system.on_stop_timeout):
-                await self._on_stop(instance)
+            if self.keep_state and started and exit is Exit.CRASHED:
+                # Resume, not restart: the state and resources stay; only the message being
+                # handled is lost (to the dead letters), so on_stop and on_start do not run.
+                self._kept = instance
+            else:
+                with (
+                    anyio.CancelScope(shield=True),
+                    anyio.move_on_after(self.system.on_stop_timeout),
+                ):
+                    await self._on_stop(instance)
         return exit
 
     async def _serve(self, instance: Actor) -> None:

@@ -92,10 +92,23 @@ class Supervisor:
         name: str,
         mailbox_size: int = 1024,
         restart: Restart = Restart.PERMANENT,
+        keep_state: bool = False,
     ) -> ActorRef:
-        """Start an actor under this supervisor; its mailbox exists (and accepts) at once."""
+        """Start an actor under this supervisor; its mailbox exists (and accepts) at once.
+
+        With `keep_state`, a crash resumes the same instance (state kept, the message being
+        handled dead-lettered) instead of making a fresh one: for actors whose state is the
+        run's bookkeeping and whose handlers leave it consistent when they raise.
+        """
         self.system._check_name_free(name)
-        cell = ActorCell(self.system, name, factory, mailbox_size=mailbox_size, restart=restart)
+        cell = ActorCell(
+            self.system,
+            name,
+            factory,
+            mailbox_size=mailbox_size,
+            restart=restart,
+            keep_state=keep_state,
+        )
         self.system._register(cell)
         self._adopt(_CellChild(cell))
         return cell.ref

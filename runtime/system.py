@@ -234,12 +234,16 @@ class ActorSystem:
         name: str,
         mailbox_size: int = 1024,
         restart: Restart = Restart.PERMANENT,
+        keep_state: bool = False,
     ) -> ActorRef:
-        """Start an actor under the root supervisor. `factory` makes a fresh instance per start.
+        """Start an actor under the root supervisor. `factory` makes a fresh instance per start
+        (with `keep_state`, only the first: a crash resumes that instance; see `Supervisor`).
 
         :raises ValueError: `name` belongs to a running actor, or `mailbox_size` < 1.
         """
-        return self._root.spawn(factory, name=name, mailbox_size=mailbox_size, restart=restart)
+        return self._root.spawn(
+            factory, name=name, mailbox_size=mailbox_size, restart=restart, keep_state=keep_state
+        )
 
     def supervisor(
         self,

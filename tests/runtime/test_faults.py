@@ -1,0 +1,87 @@
+"""Fault injection and keep_state restarts: crashes on purpose, state kept where asked."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime import Actor, ActorSystem, handler
+from runtime.faults import CrashInjector
+from tests.runtime._actors import Add, Counter, Crash, Read
+
+pytestmark = pytest.mark.anyio
+
+
+class StartCounter(Counter):
+    """A counter that also counts its on_start calls (in a list the test owns)."""
+
+    def __init__(self, starts: list[int]) -> None:
+        super().__init__()
+        self.starts = starts
+
+    async def on_start(self) -> None:
+        self.starts.append(1)
+
+
+async def test_keep_state_resumes_the_crashed_instance_without_on_start_again() -> None:
+    starts: list[int] = []
+    async with ActorSystem(lag_interval=None, max_restarts=10) as system:
+        counter = system.spawn(lambda: StartCounter(starts), name="counter", keep_state=True)
+        for message in (Add(amount=1), Crash(), Add(amount=2), Crash(), Add(amount=4)):
+            assert counter.try_tell(message)
+        assert await counter.ask(Read(), timeout=1.0) == 7
+        assert system.statistics().restarts == 2
+    assert starts == [1]
+
+
+async def test_without_keep_state_a_crash_starts_a_fresh_instance() -> None:
+    starts: list[int] = []
+    async with ActorSystem(lag_interval=None, max_restarts=10) as system:
+        counter = system.spawn(lambda: StartCounter(starts), name="counter")
+        for message in (Add(amount=1), Crash(), Add(amount=2)):
+            assert counter.try_tell(message)
+        assert await counter.ask(Read(), timeout=1.0) == 2
+    assert starts == [1, 1]
+
+
+class Tally(Actor):
+    def __init__(self) -> None:
+        self.total = 0
+
+    @handler
+    def add(self, msg: Add) -> None:
+        self.total += msg.amount
+
+    @handler
+    def read(self, msg: Read) -> int:
+        return self.total
+
+
+async def test_injected_crashes_lose_exactly_the_dead_lettered_messages() -> None:
+    injector = CrashInjector({"tally": 0.2}, seed=5, spare=(Read,))
+    async with ActorSystem(
+        lag_interval=None, max_restarts=1_000, fault_injector=injector
+    ) as system:
+        tallies = [
+            system.spawn(Tally, name=f"tally-{i}", keep_state=True, mailbox_size=512)
+            for i in range(2)
+        ]
+        for tally in tallies:
+            for _ in range(200):
+                await tally.tell(Add(amount=1))
+        totals = [await tally.ask(Read(), timeout=5.0) for tally in tallies]
+        letters = system.dead_letters.recent()
+    crashed = injector.crashes["tally"]
+    assert 0 < crashed < 400
+    assert sum(totals) == 400 - crashed
+    assert sum(1 for d in letters if d.message_type == "Add" and d.reason == "crashed") == crashed
+    assert system.statistics().restarts == crashed
+
+
+def test_the_injector_draws_by_role_and_spares_what_it_is_told_to() -> None:
+    injector = CrashInjector({"worker": 1.0}, spare=(Read,))
+    assert injector("worker-12", Add(amount=1))
+    assert not injector("worker-3", Read())
+    assert not injector("scheduler", Add(amount=1))
+    assert injector.crashes == {"worker": 1}
+    with pytest.raises(ValueError, match="'worker'"):
+        CrashInjector({"worker": 1.5})
