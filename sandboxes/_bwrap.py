@@ -81,7 +81,7 @@ def command_line(
     *,
     env: dict[str, str],
     cwd: str,
-    status_fd: int,
+    status_fd: int | None = None,
 ) -> list[str]:
     """The full argv for one exec of `argv` in the sandbox described by `spec` and `layout`."""
     outer: list[str] = []
@@ -134,8 +134,7 @@ def command_line(
         spec.workdir,
         "--chdir",
         cwd,
-        "--json-status-fd",
-        str(status_fd),
+        *([] if status_fd is None else ["--json-status-fd", str(status_fd)]),
         "--clearenv",
     ]
     for key, value in env.items():

@@ -1,8 +1,6 @@
-"""What runs inside a docker/gvisor sandbox around each command, and the exec stream plumbing."""
+"""The kill loop that runs inside a docker/gvisor sandbox, and the exec stream plumbing."""
 
 from __future__ import annotations
-
-import contextlib
 
 from aiodocker.stream import Stream
 
@@ -25,53 +23,26 @@ while :; do
   [ "$n" = 0 ] && break
 done
 """
-WRAPPER = 'env -- "$@"; s=$?\n' + SWEEP + "exit $s\n"
-# gVisor (the 2022 runsc here) gives an exec's stdout and stderr pipes that accept short writes,
-# and programs that do not retry (Python's buffered stdout among them) silently lose output. So
-# the program writes into pipes inside the sandbox, which behave, and `cat` (which retries)
-# copies them out. Falls back to the direct pipes if /tmp is unusable.
-GVISOR_WRAPPER = (
-    r"""
-io=$(mktemp -d /tmp/.roost-io.XXXXXX 2>/dev/null) && mkfifo "$io/o" "$io/e" || io=
-if [ -n "$io" ]; then
-  cat "$io/o" & co=$!
-  cat "$io/e" >&2 & ce=$!
-  keep="$co $ce"
-  env -- "$@" >"$io/o" 2>"$io/e"; s=$?
-else
-  env -- "$@"; s=$?
-fi
-"""
-    + SWEEP
-    + r"""
-if [ -n "$io" ]; then wait "$co" "$ce"; rm -rf "$io"; fi
-exit $s
-"""
-)
-RESET_SCRIPT = (
-    'chmod -R u+rwX -- "$1" /tmp 2>/dev/null; '
-    'rm -rf -- "$1"/* "$1"/.[!.]* "$1"/..?* /tmp/* /tmp/.[!.]* /tmp/..?*; '
-    'for f in "$1"/* "$1"/.[!.]* "$1"/..?*; do [ -e "$f" ] || [ -L "$f" ] && exit 1; done; exit 0'
-)
 
 
-async def pump_output(stream: Stream, out: CappedBuffer, err: CappedBuffer) -> None:
-    """Demultiplex the exec stream into stdout and stderr until it ends."""
-    while True:
-        message = await stream.read_out()
-        if message is None:
-            return
-        (err if message.stream == 2 else out).feed(message.data)
+class StreamTransport:
+    """The exec helper's stdin and stdout: one long-lived, attached `docker exec` stream.
 
+    What the helper writes to stderr (only a crash report) is kept, capped, for the error.
+    """
 
-async def send_stdin(stream: Stream, data: bytes) -> None:
-    """Send stdin, then half-close the connection so the program sees end-of-file."""
-    with contextlib.suppress(OSError, RuntimeError):
-        for i in range(0, len(data), 65536):
-            await stream.write_in(data[i : i + 65536])
-    # aiodocker only offers a full close; the hijacked connection supports a half-close, which
-    # is the only way to deliver EOF on stdin while still reading the output.
-    response = getattr(stream, "_resp", None)
-    transport = getattr(getattr(response, "connection", None), "transport", None)
-    if transport is not None and transport.can_write_eof():
-        transport.write_eof()
+    def __init__(self, stream: Stream) -> None:
+        self.stream = stream
+        self.stderr = CappedBuffer(4096)
+
+    async def send(self, data: bytes) -> None:
+        await self.stream.write_in(data)
+
+    async def receive(self) -> bytes:
+        while True:
+            message = await self.stream.read_out()
+            if message is None:
+                return b""
+            if message.stream != 2:
+                return message.data
+            self.stderr.feed(message.data)

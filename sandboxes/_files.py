@@ -10,9 +10,16 @@ of their processes outlives them.
 
 from __future__ import annotations
 
+import os
 import posixpath
 
 from sandboxes._errors import UnsafePathError
+
+#: Linux's limits (PATH_MAX less room for the work directory, NAME_MAX), checked up front: past
+#: them the in-sandbox script failed only after `mkdir -p` had made part of the tree, and the
+#: error quoted the whole (say 200 KB) path back.
+MAX_PATH_BYTES = 3072
+MAX_NAME_BYTES = 255
 
 UNSAFE_EXIT = 86
 """Exit status the in-sandbox scripts use to say "this path leads outside"."""
@@ -44,7 +51,18 @@ def check_relative_path(path: str) -> str:
     if not isinstance(path, str) or not path:
         raise UnsafePathError(f"path {path!r}: must be a non-empty string")
     if "\0" in path:
-        raise UnsafePathError(f"path {path!r}: contains a NUL byte")
+        raise UnsafePathError(f"path {_short(path)}: contains a NUL byte")
+    try:  # as the backend will encode it for execve; a lone surrogate cannot be
+        size = len(os.fsencode(path))
+    except UnicodeEncodeError as exc:
+        raise UnsafePathError(f"path {_short(path)}: not encodable ({exc.reason})") from None
+    if size > MAX_PATH_BYTES:
+        raise UnsafePathError(f"path {_short(path)}: {size} bytes, longer than {MAX_PATH_BYTES}")
+    longest = max(len(os.fsencode(part)) for part in path.split("/"))
+    if longest > MAX_NAME_BYTES:
+        raise UnsafePathError(
+            f"path {_short(path)}: a name of {longest} bytes, longer than {MAX_NAME_BYTES}"
+        )
     if path.startswith("/"):
         raise UnsafePathError(f"path {path!r}: absolute paths are not allowed")
     parts = path.split("/")
@@ -54,3 +72,8 @@ def check_relative_path(path: str) -> str:
     if norm in (".", ""):
         raise UnsafePathError(f"path {path!r}: names the work directory itself, not a file")
     return norm
+
+
+def _short(path: str) -> str:
+    """`path` quoted for an error message, cut to a readable length."""
+    return repr(path) if len(path) <= 80 else f"{path[:60]!r}... ({len(path)} characters)"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import subprocess
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -75,6 +76,17 @@ def _host_pids_with(marker: str) -> list[int]:
     return found
 
 
+HOST_PROBE_TIMEOUT_S = 10.0
+
+
+async def _host_runs_true() -> subprocess.CompletedProcess[bytes] | None:
+    """`true` run on the host, or None when the host could not run it in time (an attack that
+    starved the host is then a failed check, not a hung one)."""
+    with anyio.move_on_after(HOST_PROBE_TIMEOUT_S):
+        return await anyio.run_process(["true"], check=False)
+    return None
+
+
 def _existing(paths: list[str]) -> list[str]:
     return [p for p in paths if Path(p).exists()]
 
@@ -98,9 +110,9 @@ async def fork_bomb(sb: Sandbox) -> tuple[Status, str]:
     r = await sb.exec(["sh", "-c", "f() { f & f; }; f"], timeout=2)
     r.raise_for_infra()
     after = await sb.exec(["echo", "alive"])
-    host = await anyio.run_process(["true"], check=False)
+    host = await _host_runs_true()
     limited = b"Cannot fork" in r.stderr or b"fork" in r.stderr.lower()
-    if after.stdout == b"alive\n" and host.returncode == 0 and limited:
+    if after.stdout == b"alive\n" and host is not None and host.returncode == 0 and limited:
         return "pass", f"forks refused at {sb.spec.pids} pids; sandbox and host still answer"
     return "fail", f"limit hit={limited}, after={after!r}"
 
@@ -110,8 +122,8 @@ async def memory_bomb(sb: Sandbox) -> tuple[Status, str]:
     size = sb.spec.memory * 4
     r = await sb.exec(["python3", "-c", f"b = b'x' * {size}; print(len(b))"], timeout=30)
     r.raise_for_infra()
-    host = await anyio.run_process(["true"], check=False)
-    if r.oom_killed and host.returncode == 0:
+    host = await _host_runs_true()
+    if r.oom_killed and host is not None and host.returncode == 0:
         whole = " (gVisor: the whole sandbox, now broken)" if getattr(sb, "broken", None) else ""
         return "pass", f"killed by the kernel at the {sb.spec.memory // MiB} MiB limit{whole}"
     if b"MemoryError" in r.stderr and not getattr(sb, "memory_by_cgroup", True):
@@ -185,7 +197,8 @@ async def host_processes(sb: Sandbox) -> tuple[Status, str]:
         d = await _py(sb, _SCAN_PROC)
     finally:
         proc.kill()
-        await proc.aclose()
+        with anyio.move_on_after(HOST_PROBE_TIMEOUT_S):  # reaping a killed `sleep`
+            await proc.aclose()
     seen = [c for c in d.get("cmdlines", []) if marker in c]
     count = len(d.get("cmdlines", []))
     if not seen and count <= 10 and d["_exit"] == 0:

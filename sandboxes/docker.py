@@ -1,13 +1,15 @@
-"""The `docker` backend: one long-lived container per sandbox, one `docker exec` per command.
+"""The `docker` backend: one long-lived container per sandbox, its exec helper inside.
 
-How a command runs: `sh -c 'env -- "$@"; s=$?; <kill every other process>; exit $s'` as the
-sandbox user. The wrapper kills whatever the command left behind once it ends, so nothing outlives
-its exec (as on the process backend) and the output stream closes.
+How a command runs: the exec helper (`_helper_main.py`, started once per container by one
+attached `docker exec` as the sandbox user) forks and execs it on request, streams its output
+back, and when it ends or times out kills every other process in the container (a /proc scan;
+not `kill(-1)`, which gVisor turns on PID 1). So nothing outlives its exec, as on the process
+backend, and a command pays no `docker exec` round trip.
 
-How a timeout kills: cancelling an exec stream does not kill the process, and a `docker exec` of a
-killer cannot even start when a fork bomb holds every pid. So on timeout we send SIGUSR1 to the
-container's PID 1 (roost's init, see `_runtimes.INIT_PY`), which needs no new process and kills
-every other process in the container; then a short sweeper exec confirms nothing is left.
+When the helper is lost (it died, the stream broke, an exec was cancelled), every process but
+PID 1 is killed: SIGUSR1 to roost's init (`_runtimes.INIT_PY`) needs no new process, so it works
+even while a fork bomb holds every pid; a short sweeper exec confirms nothing is left. A new
+helper is opened at the next call.
 
 Every call to the daemon has a deadline (`daemon_call`); infrastructure failures during an exec
 come back as `ExecResult.infra_error`, never as a program failure.
@@ -26,34 +28,31 @@ import aiohttp
 import anyio
 from aiodocker.containers import DockerContainer
 from aiodocker.execs import Exec
+from aiodocker.stream import Stream
 
-from sandboxes._base import BaseSandbox
 from sandboxes._cgroup import oom_kill_count
 from sandboxes._docker_calls import daemon_call
 from sandboxes._docker_config import container_config, memory_events_file
-from sandboxes._docker_exec import (
-    GVISOR_WRAPPER,
-    RESET_SCRIPT,
-    SWEEP,
-    WRAPPER,
-    pump_output,
-    send_stdin,
-)
+from sandboxes._docker_exec import SWEEP, StreamTransport
 from sandboxes._errors import (
     BackendUnavailableError,
     DaemonError,
     SandboxBrokenError,
     SandboxConfigError,
     SandboxInfraError,
+    SandboxStartError,
 )
+from sandboxes._helper import HELPER_ARGV, Helper, HelperLostError, RunReply
+from sandboxes._helper_sandbox import HelperSandbox
 from sandboxes._output import CappedBuffer
 from sandboxes._runtimes import image_tag
-from sandboxes._spec import ExecResult, SandboxSpec, status_to_exit
+from sandboxes._spec import ExecResult, SandboxSpec
 
+HELPER_START_TIMEOUT_S = 60.0
 KILL_GRACE_S = 10.0
 
 
-class DockerSandbox(BaseSandbox):
+class DockerSandbox(HelperSandbox):
     """A `Sandbox` in a Docker container (runc by default; `GVisorSandbox` uses runsc).
 
     Pass `docker` to share one client among many sandboxes; otherwise each opens and closes its
@@ -61,7 +60,7 @@ class DockerSandbox(BaseSandbox):
     """
 
     oci_runtime = "runc"
-    wrapper = WRAPPER
+    watch_during_exec = False
 
     def __init__(self, spec: SandboxSpec, *, docker: aiodocker.Docker | None = None) -> None:
         super().__init__(spec)
@@ -69,6 +68,7 @@ class DockerSandbox(BaseSandbox):
         self._owns_client = docker is None
         self._container: DockerContainer | None = None
         self._oom_file: Path | None = None
+        self._helper_stream: Stream | None = None
 
     @property
     def container_name(self) -> str:
@@ -103,79 +103,97 @@ class DockerSandbox(BaseSandbox):
         pid = int(info.get("State", {}).get("Pid") or 0)
         # Only readable when dockerd runs on this host and we may read its cgroups.
         self._oom_file = memory_events_file(pid) if pid > 0 else None
+        await self._open_first_helper()
 
     def _oom_kills(self) -> int:
         return oom_kill_count(self._oom_file) if self._oom_file is not None else 0
 
-    async def _run(
+    async def _open_helper(self) -> Helper:
+        assert self._container is not None
+        execution = await self._create_exec(
+            HELPER_ARGV, stdin=True, env=self._environment(None), cwd=self._spec.workdir
+        )
+        stream = execution.start(detach=False)
+        transport = StreamTransport(stream)
+        self._helper_stream = stream
+        helper = Helper(transport)
+        try:
+            async with daemon_call("attach exec helper"):
+                await stream.__aenter__()
+            with anyio.fail_after(HELPER_START_TIMEOUT_S):
+                await helper.hello()
+        except (TimeoutError, HelperLostError):
+            with anyio.CancelScope(shield=True):
+                await self._drop_helper()
+            detail = transport.stderr.value().decode(errors="replace").strip()[-500:]
+            raise SandboxStartError(f"the exec helper did not start: {detail}") from None
+        return helper
+
+    async def _drop_helper(self) -> None:
+        stream, self._helper_stream = self._helper_stream, None
+        if self._helper is not None:
+            self._helper.alive = False
+        if stream is None:
+            return
+        with contextlib.suppress(Exception):
+            await stream.close()
+        if self._container is None or self._broken is not None:
+            return
+        try:
+            await self._kill_everything()
+        except SandboxInfraError as exc:
+            self._mark_broken(f"cannot kill the processes of a lost exec helper: {exc}")
+
+    async def _run_via(
         self,
+        helper: Helper,
         argv: list[str],
-        *,
         stdin: bytes | None,
-        timeout: float,
         env: dict[str, str],
         cwd: str,
-        output_limit: int,
-    ) -> ExecResult:
-        started = time.monotonic()
-        oom_before = self._oom_kills()
-        out, err = CappedBuffer(output_limit), CappedBuffer(output_limit)
-        timed_out = False
-        try:
-            execution = await self._create_exec(
-                ["/bin/sh", "-c", self.wrapper, "roost-exec", *argv],
-                stdin=stdin is not None,
-                env=env,
-                cwd=cwd,
+        timeout: float,
+        out: CappedBuffer,
+        err: CappedBuffer,
+    ) -> RunReply:
+        if not self.watch_during_exec:
+            return await helper.run(
+                argv, stdin=stdin, env=env, cwd=cwd, timeout=timeout, out=out, err=err
             )
-            stream = execution.start(detach=False)
+        reply: RunReply | None = None
+        lost: HelperLostError | None = None
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                # Under gVisor a container that dies mid-exec (the host OOM killer takes the
+                # whole sentry) leaves the exec stream open forever.
+                if await self._wait_stopped():
+                    tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
             try:
-                async with daemon_call("attach exec"):
-                    await stream.__aenter__()
-                died = False
-                with anyio.move_on_after(timeout) as scope:
-                    async with anyio.create_task_group() as tg:
+                reply = await helper.run(
+                    argv, stdin=stdin, env=env, cwd=cwd, timeout=timeout, out=out, err=err
+                )
+            except HelperLostError as exc:
+                lost = exc  # raised below, not wrapped in the task group's exception group
+            tg.cancel_scope.cancel()
+        if lost is not None:
+            raise lost
+        if reply is None:
+            helper.alive = False
+            raise HelperLostError("the container stopped during an exec")
+        return reply
 
-                        async def watch() -> None:
-                            # Under gVisor a container that dies mid-exec (the host OOM killer
-                            # takes the whole sentry) leaves the exec stream open forever.
-                            nonlocal died
-                            died = await self._wait_stopped()
-                            if died:
-                                tg.cancel_scope.cancel()
-
-                        tg.start_soon(watch)
-                        if stdin is not None:
-                            tg.start_soon(send_stdin, stream, stdin)
-                        await pump_output(stream, out, err)
-                        tg.cancel_scope.cancel()
-                if died:
-                    return await self._died_during_exec(out, err, started)
-                if scope.cancelled_caught:
-                    timed_out = True
-                    await self._kill_everything()
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await stream.close()
-            exit_status = await self._wait_exec(execution)
-            if exit_status >= 128 and not await self._is_running():
-                # The stream may end before the watcher sees the container stop (gVisor reports
-                # a dead sentry as exit 128 with a runsc message on stderr).
-                return await self._died_during_exec(out, err, started)
-        except SandboxInfraError as exc:
-            return ExecResult.infra(exc, duration_s=time.monotonic() - started)
-        common: dict[str, Any] = {
-            "stdout": out.value(),
-            "stderr": err.value(),
-            "stdout_truncated": out.truncated,
-            "stderr_truncated": err.truncated,
-            "duration_s": time.monotonic() - started,
-            "oom_killed": self._oom_kills() > oom_before,
-        }
-        if timed_out:
-            return ExecResult(exit_code=None, timed_out=True, signal=int(signal.SIGKILL), **common)
-        exit_code, sig = status_to_exit(exit_status)
-        return ExecResult(exit_code=exit_code, signal=sig, **common)
+    async def _helper_lost(
+        self, exc: SandboxInfraError, out: CappedBuffer, err: CappedBuffer, started: float
+    ) -> ExecResult:
+        try:
+            running = await self._is_running()
+        except SandboxInfraError:
+            running = True
+        if not running:
+            return await self._died_during_exec(out, err, started)
+        return ExecResult.infra(exc, duration_s=time.monotonic() - started)
 
     async def _wait_stopped(self) -> bool:
         """Block until the container stops (True); False if the daemon cannot tell us."""
@@ -271,20 +289,11 @@ class DockerSandbox(BaseSandbox):
                 delay = min(delay * 2, 0.5)
         raise SandboxBrokenError("could not confirm that the timed-out processes are gone")
 
-    async def _reset(self) -> None:
-        await self._kill_everything()
-        execution = await self._create_exec(
-            ["/bin/sh", "-c", RESET_SCRIPT, "roost-reset", self._spec.workdir],
-            stdin=False,
-            env={},
-            cwd="/",
-        )
-        async with daemon_call("run reset"):
-            await execution.start(detach=True)
-        if await self._wait_exec(execution) != 0:
-            raise SandboxBrokenError("the work directory could not be emptied")
-
     async def _close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self._helper_stream is not None:
+                await self._helper_stream.close()
+        self._helper_stream = None
         if self._container is not None:
             container, self._container = self._container, None
             try:
@@ -304,4 +313,4 @@ class GVisorSandbox(DockerSandbox):
     and the host. For untrusted work; syscall-heavy programs are much slower (ptrace platform)."""
 
     oci_runtime = "runsc"
-    wrapper = GVISOR_WRAPPER
+    watch_during_exec = True

@@ -1,20 +1,30 @@
-"""`SandboxPool`: warm sandboxes per key, leased without waiting, started and reset off-path.
+"""`SandboxPool`: warm sandboxes per key, leased without waiting, reset and validated off-path.
 
 The scheduler must never wait on a sandbox, so leasing is split in two: `lease_nowait(key)`
 decides at once (a warm sandbox, or a new one that will start; the pool makes room by evicting
 the least recently used idle sandbox of another key when it is full), and the worker that got
-the lease pays for a cold start by awaiting `Lease.ready()`. Releasing is also immediate: the
-reset before reuse (or the destruction of a quarantined sandbox) runs in the pool's own tasks,
-and the sandbox returns to the idle set only once its reset succeeded.
+the lease pays for a cold start by awaiting `Lease.ready()`. `async with pool.lease(key)` wraps
+both (waiting, up to a deadline, for room) and releases on exit.
 
-Every start, reset and close has a deadline.
+Releasing is immediate: the reset before reuse runs in the pool's own tasks, followed by a
+validation (the sandbox's `validate()`, where it has one: no stray process, files as pristine,
+disk as free as it was, a command still runs). A sandbox returns to the idle set only when both
+succeed; otherwise it is destroyed, never handed out, and (with `min_idle`) replaced. A sandbox
+released unhealthy (an infrastructure error) is quarantined: destroyed, not reset.
+
+Optional: `min_idle` keeps that many warm sandboxes per key, `idle_timeout_s` destroys idle ones
+past that age (down to `min_idle`), `max_concurrent_starts` and `max_starts_per_s` gate starts,
+`prepare` runs once per key on a fresh sandbox whose work directory is then captured and
+restored into every other sandbox of the key (a snapshot), and `reaper` removes leftovers when
+the pool opens and closes. Every start, reset, validation and close has a deadline.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Self
 
@@ -22,75 +32,32 @@ import anyio
 import anyio.abc
 import structlog
 
-from runtime.metrics import MetricsRegistry
-from sandboxes._errors import SandboxInfraError, SandboxStartError
+from runtime.metrics import Histogram, MetricsRegistry
+from sandboxes._errors import SandboxInfraError
+from sandboxes._pool_lease import Lease
+from sandboxes._pool_parts import (
+    DockerReaper,
+    PoolExhaustedError,
+    PoolReaper,
+    PoolStatistics,
+    StartGate,
+    Validating,
+)
+from sandboxes._pool_upkeep import Upkeep
 from sandboxes._protocol import Sandbox
 
-__all__ = ["Lease", "PoolExhaustedError", "PoolStatistics", "SandboxPool"]
+__all__ = [
+    "DockerReaper",
+    "Lease",
+    "PoolExhaustedError",
+    "PoolReaper",
+    "PoolStatistics",
+    "SandboxPool",
+]
 
 _log = structlog.get_logger("roost.pool")
 
-
-class PoolExhaustedError(RuntimeError):
-    """`lease_nowait` found no idle sandbox and no room to start one; check `can_lease` first."""
-
-
-@dataclasses.dataclass(frozen=True)
-class PoolStatistics:
-    capacity: int
-    total: int
-    busy: int
-    idle: int
-    starting: int
-    warm_hits: int
-    cold_starts: int
-    evictions: int
-    quarantined: int
-    start_failures: int
-    resets: int
-    busy_seconds: float
-
-
-class Lease:
-    """One sandbox lent to one user until `release`. Await `ready()` before using it."""
-
-    __slots__ = ("_pool", "_ready", "_released", "cold", "key", "leased_at", "sandbox")
-
-    def __init__(self, pool: SandboxPool, key: str, sandbox: Sandbox, *, cold: bool) -> None:
-        self._pool = pool
-        self.key = key
-        self.sandbox = sandbox
-        self.cold = cold
-        self.leased_at = anyio.current_time()
-        self._ready = not cold
-        self._released = False
-
-    async def ready(self) -> Sandbox:
-        """The sandbox, started if this lease is cold.
-
-        :raises SandboxInfraError: it could not start in time (the lease is then released).
-        """
-        if not self._ready:
-            try:
-                with anyio.fail_after(self._pool.start_timeout):
-                    await self.sandbox.start()
-            except TimeoutError:
-                self.release(healthy=False)
-                raise SandboxStartError(
-                    f"{self.sandbox.id}: did not start within {self._pool.start_timeout}s"
-                ) from None
-            except SandboxInfraError:
-                self._pool._start_failures += 1
-                self.release(healthy=False)
-                raise
-            self._ready = True
-        return self.sandbox
-
-    def release(self, *, healthy: bool = True) -> None:
-        """Give the sandbox back: reset for reuse when `healthy`, else destroyed. Idempotent."""
-        if not self._released:
-            self._released = True
-            self._pool._give_back(self, healthy=healthy)
+Prepare = Callable[[Sandbox], Awaitable[None]]
 
 
 class SandboxPool:
@@ -99,6 +66,15 @@ class SandboxPool:
     :param factory: makes an unstarted sandbox for a key.
     :param capacity: most sandboxes alive at once, busy or idle, over all keys.
     :param max_per_key: most sandboxes alive at once for one key (absent: up to `capacity`).
+    :param min_idle: warm sandboxes to keep ready per key (started in the background).
+    :param idle_timeout_s: destroy sandboxes idle longer than this (keeping `min_idle`).
+    :param max_concurrent_starts: most sandboxes starting at once (absent: no limit).
+    :param max_starts_per_s: most starts begun per second (absent: no limit).
+    :param prepare: per key, a setup run once on a fresh sandbox; its work directory becomes
+        the starting state of every sandbox of that key (re-run per sandbox on backends
+        without snapshots).
+    :param validate: check each reset sandbox before it is handed out again.
+    :param reaper: leftovers removed when the pool opens and when it closes.
     """
 
     def __init__(
@@ -107,6 +83,13 @@ class SandboxPool:
         *,
         capacity: int,
         max_per_key: Mapping[str, int] | None = None,
+        min_idle: Mapping[str, int] | None = None,
+        idle_timeout_s: float | None = None,
+        max_concurrent_starts: int | None = None,
+        max_starts_per_s: float | None = None,
+        prepare: Mapping[str, Prepare] | None = None,
+        validate: bool = True,
+        reaper: PoolReaper | None = None,
         start_timeout: float = 60.0,
         reset_timeout: float = 30.0,
         close_timeout: float = 30.0,
@@ -114,36 +97,65 @@ class SandboxPool:
     ) -> None:
         if capacity < 1:
             raise ValueError(f"pool capacity must be at least 1, got {capacity}")
+        if idle_timeout_s is not None and not idle_timeout_s > 0:
+            raise ValueError(f"idle_timeout_s must be positive, got {idle_timeout_s}")
         self.factory = factory
         self.capacity = capacity
         self.max_per_key = dict(max_per_key or {})
-        self._alive: dict[str, int] = {}
+        self.min_idle = {k: v for k, v in (min_idle or {}).items() if v > 0}
+        self.idle_timeout_s = idle_timeout_s
+        self.prepare = dict(prepare or {})
+        self.validate = validate
+        self.reaper = reaper
         self.start_timeout = start_timeout
         self.reset_timeout = reset_timeout
         self.close_timeout = close_timeout
+        self._gate = StartGate(concurrency=max_concurrent_starts, per_second=max_starts_per_s)
+        self._alive: dict[str, int] = {}
         self._idle: dict[str, collections.OrderedDict[str, Sandbox]] = {}
-        self._total = 0
-        self._busy = 0
-        self._resetting = 0
-        self._warm_hits = 0
-        self._cold_starts = 0
-        self._evictions = 0
-        self._quarantined = 0
-        self._start_failures = 0
-        self._resets = 0
+        self._idle_since: dict[str, float] = {}
+        self._snapshots: dict[str, bytes] = {}
+        self._snapshot_locks: dict[str, anyio.Lock] = {}
+        self._upkeep = Upkeep(self)
+        self._closing = False
+        self._total = self._busy = self._resetting = 0
+        self._warm_hits = self._cold_starts = self._evictions = self._quarantined = 0
+        self._start_failures = self._resets = self._starts = self._destroyed = 0
+        self._validation_failures = self._idle_expired = 0
         self._busy_seconds = 0.0
         self._busy_since = 0.0
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._maintenance: anyio.CancelScope | None = None
         self._on_idle: list[Callable[[str], object]] = []
         self._settled = anyio.Event()
+        self._room = anyio.Event()
+        self._wake = anyio.Event()
+        self._acquire = (
+            metrics.histogram("pool.acquire_s") if metrics else Histogram("pool.acquire_s")
+        )
         if metrics is not None:
-            metrics.gauge("pool.busy", lambda: float(self._busy))
-            metrics.gauge("pool.total", lambda: float(self._total))
+            self._register_gauges(metrics)
+
+    def _register_gauges(self, metrics: MetricsRegistry) -> None:
+        def reader(attribute: str) -> Callable[[], float]:
+            return lambda: float(getattr(self, attribute))
+
+        for name in (
+            "busy", "total", "warm_hits", "cold_starts", "starts", "resets",
+            "destroyed", "validation_failures", "quarantined",
+        ):  # fmt: skip
+            metrics.gauge(f"pool.{name}", reader(f"_{name}"))
+        metrics.gauge("pool.idle", lambda: float(sum(len(v) for v in self._idle.values())))
 
     async def __aenter__(self) -> Self:
+        if self.reaper is not None:
+            await self.reaper.at_start()
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._busy_since = anyio.current_time()
+        if self.min_idle or self.idle_timeout_s is not None:
+            self._maintenance = anyio.CancelScope()
+            self._task_group.start_soon(self._upkeep.run, self._maintenance)
         return self
 
     async def __aexit__(
@@ -153,13 +165,20 @@ class SandboxPool:
         tb: TracebackType | None,
     ) -> bool | None:
         assert self._task_group is not None
+        self._closing = True  # a reset still running closes its sandbox instead of idling it
+        if self._maintenance is not None:
+            self._maintenance.cancel()
         for idle in self._idle.values():
             for sandbox in idle.values():
                 self._task_group.start_soon(self._close, sandbox)
             idle.clear()
-        result = await self._task_group.__aexit__(exc_type, exc, tb)
-        self._task_group = None
-        return result
+        try:
+            return await self._task_group.__aexit__(exc_type, exc, tb)
+        finally:
+            self._task_group = None
+            if self.reaper is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.reaper.at_exit()
 
     async def settle(self) -> None:
         """Wait until no released sandbox is still being reset."""
@@ -189,14 +208,22 @@ class SandboxPool:
     def lease_nowait(self, key: str) -> Lease:
         """Lease a warm sandbox of `key`, or a new one (evicting an idle one of another key).
 
+        A warm sandbox that has broken while idle is destroyed, never handed out.
+
         :raises PoolExhaustedError: nothing idle and no room; see `can_lease`.
         """
         self._account()
         idle = self._idle.get(key)
-        if idle:
+        while idle:
             _, sandbox = idle.popitem(last=True)  # the most recently used is the warmest
+            self._idle_since.pop(sandbox.id, None)
+            if getattr(sandbox, "broken", None) is not None:
+                self._quarantined += 1
+                self._destroy(key, sandbox)
+                continue
             self._busy += 1
             self._warm_hits += 1
+            self._wake.set()  # below min_idle now: the maintenance task tops it up
             return Lease(self, key, sandbox, cold=False)
         if self._alive.get(key, 0) >= self.max_per_key.get(key, self.capacity) or (
             self._total >= self.capacity and not self._evict_one(key)
@@ -208,6 +235,30 @@ class SandboxPool:
         self._cold_starts += 1
         return Lease(self, key, self.factory(key), cold=True)
 
+    @asynccontextmanager
+    async def lease(self, key: str, *, timeout: float = 60.0) -> AsyncIterator[Sandbox]:
+        """A ready sandbox of `key` for the body, released when it ends: reset and validated
+        for reuse, or quarantined when the body raised an infrastructure error or was cancelled.
+
+        :raises PoolExhaustedError: no room for a sandbox of `key` within `timeout` seconds.
+        :raises SandboxInfraError: the sandbox could not start.
+        """
+        lease: Lease | None = None
+        with anyio.move_on_after(timeout):
+            while not self.can_lease(key):
+                await self._room.wait()
+            lease = self.lease_nowait(key)
+        if lease is None:
+            raise PoolExhaustedError(f"no {key!r} sandbox could be leased within {timeout}s")
+        healthy = True
+        try:
+            yield await lease.ready()
+        except (SandboxInfraError, anyio.get_cancelled_exc_class()):
+            healthy = False
+            raise
+        finally:
+            lease.release(healthy=healthy)
+
     def statistics(self) -> PoolStatistics:
         self._account()
         idle = sum(len(v) for v in self._idle.values())
@@ -216,7 +267,7 @@ class SandboxPool:
             total=self._total,
             busy=self._busy,
             idle=idle,
-            starting=self._resetting,
+            starting=self._resetting + self._upkeep.warming,
             warm_hits=self._warm_hits,
             cold_starts=self._cold_starts,
             evictions=self._evictions,
@@ -224,6 +275,12 @@ class SandboxPool:
             start_failures=self._start_failures,
             resets=self._resets,
             busy_seconds=self._busy_seconds,
+            starts=self._starts,
+            destroyed=self._destroyed,
+            validation_failures=self._validation_failures,
+            idle_expired=self._idle_expired,
+            acquire_p50_s=self._acquire.percentile(0.5) if self._acquire.count else math.nan,
+            acquire_p95_s=self._acquire.percentile(0.95) if self._acquire.count else math.nan,
         )
 
     # -- internals ------------------------------------------------------------------------------
@@ -246,43 +303,92 @@ class SandboxPool:
             return False
         _, other = max(victims)
         _, sandbox = self._idle[other].popitem(last=False)
+        self._idle_since.pop(sandbox.id, None)
         self._evictions += 1
-        self._forget(other)
-        self._spawn(self._close, sandbox)
+        self._destroy(other, sandbox)
         return True
+
+    async def _bring_up(self, key: str, sandbox: Sandbox) -> None:
+        """Start `sandbox` through the start gate, then give it the key's prepared state."""
+        async with self._gate.slot():
+            with anyio.fail_after(self.start_timeout):
+                await sandbox.start()
+                self._starts += 1
+                await self._prepared(key, sandbox)
+
+    async def _prepared(self, key: str, sandbox: Sandbox) -> None:
+        prepare = self.prepare.get(key)
+        if prepare is None:
+            return
+        if not isinstance(sandbox, Validating):
+            await prepare(sandbox)  # no snapshots here: repeat the setup
+            return
+        archive = self._snapshots.get(key)
+        if archive is None:
+            async with self._snapshot_locks.setdefault(key, anyio.Lock()):
+                archive = self._snapshots.get(key)
+                if archive is None:
+                    # The first sandbox of the key prepares; the others start from its files.
+                    await prepare(sandbox)
+                    archive = self._snapshots[key] = await sandbox.snapshot()
+        await sandbox.restore(archive)
 
     def _give_back(self, lease: Lease, *, healthy: bool) -> None:
         self._account()
         self._busy -= 1
-        if healthy and lease._ready:
+        if healthy and (lease._ready or not lease.cold):  # a warm one is started even unused
             self._resetting += 1
             self._spawn(self._reset_then_idle, lease.key, lease.sandbox)
         else:
             if not healthy:
                 self._quarantined += 1
-            self._forget(lease.key)
-            self._spawn(self._close, lease.sandbox)
+            self._destroy(lease.key, lease.sandbox)
 
     async def _reset_then_idle(self, key: str, sandbox: Sandbox) -> None:
+        problems: list[str] = []
         try:
             with anyio.fail_after(self.reset_timeout):
                 await sandbox.reset()
+                if isinstance(sandbox, Validating):
+                    if self.validate:
+                        problems = await sandbox.validate()
+                elif key in self.prepare:
+                    await self.prepare[key](sandbox)
         except (TimeoutError, SandboxInfraError) as exc:
-            _log.warning("sandbox_reset_failed", sandbox=sandbox.id, error=str(exc))
-            self._reset_done()
-            self._forget(key)
+            problems = [f"reset failed: {type(exc).__name__}: {exc}"]
             self._quarantined += 1
-            await self._close(sandbox)
-            return
+        else:
+            if problems:
+                self._validation_failures += 1
         self._reset_done()
+        if problems:
+            _log.warning("pool.sandbox_destroyed", sandbox=sandbox.id, key=key, why=problems[:5])
+            self._destroy(key, sandbox)
+            return
         self._resets += 1
+        self._make_idle(key, sandbox)
+
+    def _make_idle(self, key: str, sandbox: Sandbox) -> None:
+        if self._closing:
+            self._destroy(key, sandbox)
+            return
         self._idle.setdefault(key, collections.OrderedDict())[sandbox.id] = sandbox
+        self._idle_since[sandbox.id] = anyio.current_time()
+        self._notify_room()
         for callback in self._on_idle:
             callback(key)
 
-    def _forget(self, key: str) -> None:
+    def _destroy(self, key: str, sandbox: Sandbox) -> None:
         self._total -= 1
         self._alive[key] -= 1
+        self._destroyed += 1
+        self._spawn(self._close, sandbox)
+        self._notify_room()
+        self._wake.set()
+
+    def _notify_room(self) -> None:
+        self._room.set()
+        self._room = anyio.Event()
 
     def _reset_done(self) -> None:
         self._resetting -= 1
@@ -293,7 +399,7 @@ class SandboxPool:
         with anyio.move_on_after(self.close_timeout):
             await sandbox.close()
 
-    def _spawn(self, func: Callable[..., object], *args: object) -> None:
+    def _spawn(self, func: Callable[..., Awaitable[object]], *args: object) -> None:
         if self._task_group is None:
             raise RuntimeError("SandboxPool needs `async with` before use")
         self._task_group.start_soon(func, *args)  # type: ignore[arg-type]

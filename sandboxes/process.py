@@ -1,10 +1,11 @@
-"""The `process` backend: each exec is a fresh bubblewrap sandbox over a persistent work directory.
+"""The `process` backend: one bubblewrap sandbox per sandbox, its exec helper inside.
 
-For trusted or low-risk work and machines without Docker. Each exec gets new user, pid, net, ipc
-and uts namespaces; the host's /usr is bound read-only, the work directory read-write, /tmp is a
-private size-limited tmpfs. Because every exec has its own pid namespace, killing its init kills
-the whole process tree, whatever it did (setsid, double fork, ignoring SIGTERM), and when the
-program ends its leftovers end with it.
+For trusted or low-risk work and machines without Docker. The sandbox gets new user, pid, net,
+ipc and uts namespaces; the host's /usr is bound read-only, the work directory read-write, /tmp is
+a private size-limited tmpfs. Inside runs the exec helper (`_helper_main.py`), which starts each
+command with a fork and an exec and, when it ends or times out, kills every other process in the
+pid namespace (setsid, double forks and TERM-ignoring children included). If the helper is lost,
+bubblewrap is killed, and with its init the whole pid namespace.
 
 As root it also: drops to uid 65534 before bubblewrap, puts the sandbox in its own cgroups
 (memory with no swap, pids, CPU quota) and mounts a size-limited tmpfs as the work directory.
@@ -14,33 +15,31 @@ Without root those fall back to rlimits (see docs/sandboxes.md for what that wea
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
-from typing import Any
 
 import anyio
 from anyio.abc import ByteSendStream, Process
 
-from sandboxes._base import BASE_PATH, BaseSandbox
+from sandboxes._base import BASE_PATH
 from sandboxes._bwrap import UNPRIVILEGED_UID, BwrapLayout, command_line, passwd_text
 from sandboxes._cgroup import SandboxCgroup
-from sandboxes._errors import BackendUnavailableError, SandboxBrokenError, SandboxStartError
+from sandboxes._errors import BackendUnavailableError, SandboxStartError
+from sandboxes._helper import HELPER_ARGV, Helper, HelperLostError
+from sandboxes._helper_sandbox import HelperSandbox
 from sandboxes._host_reaper import reap_host_leftovers
-from sandboxes._output import CappedBuffer, drain_into
-from sandboxes._spec import ExecResult, SandboxSpec, status_to_exit
+from sandboxes._spec import SandboxSpec
 
+HELPER_START_TIMEOUT_S = 30.0
 KILL_GRACE_S = 10.0  # how long a killed tree may take to disappear before we call it broken
 MOUNT_TIMEOUT_S = 10.0
 
 
-class ProcessSandbox(BaseSandbox):
+class ProcessSandbox(HelperSandbox):
     """A `Sandbox` made of bubblewrap namespaces, rlimits and (as root) cgroups."""
 
     def __init__(
@@ -52,6 +51,7 @@ class ProcessSandbox(BaseSandbox):
         self._mounted = False
         self._cgroup: SandboxCgroup | None = None
         self._layout: BwrapLayout | None = None
+        self._proc: Process | None = None
 
     @property
     def host_workdir(self) -> Path | None:
@@ -112,6 +112,7 @@ class ProcessSandbox(BaseSandbox):
             memory_by_cgroup=self._cgroup is not None,
             disk_by_mount=self._mounted,
         )
+        await self._open_first_helper()
 
     async def _mount_work(self, work: Path) -> None:
         opts = f"size={self._spec.disk},mode=0700,uid={UNPRIVILEGED_UID},gid={UNPRIVILEGED_UID}"
@@ -124,108 +125,71 @@ class ProcessSandbox(BaseSandbox):
             raise SandboxStartError(f"cannot mount the work tmpfs: {done.stderr.decode().strip()}")
         self._mounted = True
 
-    async def _run(
-        self,
-        argv: list[str],
-        *,
-        stdin: bytes | None,
-        timeout: float,
-        env: dict[str, str],
-        cwd: str,
-        output_limit: int,
-    ) -> ExecResult:
-        assert self._layout is not None
-        status_r, status_w = os.pipe()
-        os.set_blocking(status_r, False)
-        fcntl.fcntl(status_r, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
-        cmd = command_line(self._spec, self._layout, argv, env=env, cwd=cwd, status_fd=status_w)
-        oom_before = self._cgroup.oom_kills() if self._cgroup else 0
-        started = time.monotonic()
-        try:
-            proc = await anyio.open_process(
-                cmd,
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                env={"PATH": BASE_PATH},
-                start_new_session=True,
-                pass_fds=(status_w,),
-            )
-        except OSError as exc:
-            os.close(status_r)
-            return ExecResult.infra(SandboxBrokenError(f"cannot start bubblewrap: {exc}"))
-        finally:
-            os.close(status_w)
-        out, err = CappedBuffer(output_limit), CappedBuffer(output_limit)
-        status: dict[str, int] = {}
-        timed_out = False
-        try:
-            with anyio.move_on_after(timeout + KILL_GRACE_S) as guard:
-                async with anyio.create_task_group() as tg:
-                    assert proc.stdout is not None
-                    assert proc.stderr is not None
-                    tg.start_soon(drain_into, proc.stdout, out)
-                    tg.start_soon(drain_into, proc.stderr, err)
-                    tg.start_soon(_read_status, status_r, status)
-                    if stdin is not None and proc.stdin is not None:
-                        tg.start_soon(_feed, proc.stdin, stdin)
-                    with anyio.move_on_after(timeout):
-                        await proc.wait()
-                    if proc.returncode is None:
-                        timed_out = True
-                        await self._kill_tree(proc, status)
-        finally:
-            with anyio.CancelScope(shield=True):
-                if proc.returncode is None:
-                    await self._kill_tree(proc, status)
-                await proc.aclose()
-                os.close(status_r)
-        duration = time.monotonic() - started
-        if guard.cancelled_caught:
-            return ExecResult.infra(
-                SandboxBrokenError("the killed process tree did not go away"), duration_s=duration
-            )
-        if "child-pid" not in status:
-            detail = err.value().decode(errors="replace").strip()
-            return ExecResult.infra(
-                SandboxBrokenError(f"bubblewrap could not create the sandbox: {detail}"),
-                duration_s=duration,
-            )
-        oom = self._cgroup is not None and self._cgroup.oom_kills() > oom_before
-        common: dict[str, Any] = {
-            "stdout": out.value(),
-            "stderr": err.value(),
-            "stdout_truncated": out.truncated,
-            "stderr_truncated": err.truncated,
-            "duration_s": duration,
-            "oom_killed": oom,
-        }
-        if timed_out:
-            return ExecResult(exit_code=None, timed_out=True, signal=int(signal.SIGKILL), **common)
-        exit_code, sig = status_to_exit(status.get("exit-code", proc.returncode or 0))
-        return ExecResult(exit_code=exit_code, signal=sig, **common)
+    async def _open_helper(self) -> Helper:
+        """Start the exec helper in a new bubblewrap sandbox (namespaces, rlimits, cgroups).
 
-    async def _kill_tree(self, proc: Process, status: dict[str, int]) -> None:
-        """Kill everything the exec started and wait until it is gone.
-
-        SIGKILL to the namespace's init makes the kernel kill every process in the pid namespace;
-        bubblewrap's outer process exits only once that init is reaped, so `wait()` returning
-        means the whole tree is gone.
+        The helper's stderr goes to a file beside the work directory, read only to explain a
+        helper that failed to start.
         """
-        child = status.get("child-pid")
-        if child is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child, signal.SIGKILL)
+        assert self._layout is not None
+        assert self._root is not None
+        cmd = command_line(
+            self._spec,
+            self._layout,
+            HELPER_ARGV,
+            env=self._environment(None),
+            cwd=self._spec.workdir,
+        )
+        log_path = self._root / "helper.log"
+        try:
+            with log_path.open("wb") as log_file:
+                proc = await anyio.open_process(
+                    cmd,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log_file,
+                    env={"PATH": BASE_PATH},
+                    start_new_session=True,
+                )
+        except OSError as exc:
+            raise SandboxStartError(f"cannot start bubblewrap: {exc}") from exc
+        self._proc = proc
+        helper = Helper(_ProcessTransport(proc))
+        try:
+            with anyio.fail_after(HELPER_START_TIMEOUT_S):
+                await helper.hello()
+        except (TimeoutError, HelperLostError):
+            with anyio.CancelScope(shield=True):
+                await self._drop_helper()
+            detail = log_path.read_text(errors="replace").strip()[-500:]
+            raise SandboxStartError(f"the exec helper did not start: {detail}") from None
+        return helper
+
+    async def _drop_helper(self) -> None:
+        """Kill bubblewrap: the namespace's init dies with it (--die-with-parent), and with the
+        init every process in the pid namespace. The cgroup confirms that none is left."""
+        proc, self._proc = self._proc, None
+        if self._helper is not None:
+            self._helper.alive = False
+        if proc is None:
+            return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         with anyio.move_on_after(KILL_GRACE_S):
             await proc.wait()
         if self._cgroup is not None:
             await self._cgroup.kill_all()
+        with contextlib.suppress(OSError):
+            await proc.aclose()
 
-    async def _reset(self) -> None:
-        assert self._layout is not None
-        await anyio.to_thread.run_sync(_empty_dir, self._layout.work)
+    def _oom_kills(self) -> int:
+        return self._cgroup.oom_kills() if self._cgroup is not None else 0
+
+    def _size_limited_dirs(self) -> list[str]:
+        return self._writable_dirs() if self._mounted else ["/tmp"]
 
     async def _close(self) -> None:
+        await self._drop_helper()
         if self._cgroup is not None:
             await self._cgroup.remove()
             self._cgroup = None
@@ -250,41 +214,23 @@ def _reap_once(base_dir: Path) -> None:
         reap_host_leftovers(base_dir)
 
 
-def _empty_dir(path: Path) -> None:
-    """Delete everything under `path` without following symlinks the sandbox may have planted."""
-    for entry in os.scandir(path):
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path)  # fd-based on Linux: immune to symlink races
-        else:
-            os.unlink(entry.path)
+class _ProcessTransport:
+    """The helper's stdin and stdout pipes."""
 
+    def __init__(self, proc: Process) -> None:
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        self._stdin: ByteSendStream = proc.stdin
+        self._stdout = proc.stdout
 
-async def _feed(stream: ByteSendStream, data: bytes) -> None:
-    """Write stdin and close it; a program that exits without reading it is not an error."""
-    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-        if data:
-            await stream.send(data)
-    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-        await stream.aclose()
-
-
-async def _read_status(fd: int, status: dict[str, int]) -> None:
-    """Collect bubblewrap's JSON status lines as they come: "child-pid" first (needed to kill the
-    tree on timeout), "exit-code" last."""
-    pending = b""
-    while True:
-        await anyio.wait_readable(fd)
+    async def send(self, data: bytes) -> None:
         try:
-            chunk = os.read(fd, 4096)
-        except BlockingIOError:
-            continue
-        if not chunk:
-            return
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            with contextlib.suppress(ValueError):
-                doc = json.loads(line)
-                for key in ("child-pid", "exit-code"):
-                    if isinstance(doc, dict) and isinstance(doc.get(key), int):
-                        status[key] = doc[key]
+            await self._stdin.send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise OSError(f"helper stdin closed: {exc!r}") from None
+
+    async def receive(self) -> bytes:
+        try:
+            return await self._stdout.receive(65536)
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return b""
