@@ -11,11 +11,16 @@ from rich.console import Console
 from rich.markup import escape
 
 from roost.bench._report import print_table
+from roost.commands.bench_all import bench_all, bench_scale
 
 
 @click.group()
 def bench() -> None:
     """Benchmarks: ratios measured side by side in one run (see docs/benchmarks.md)."""
+
+
+bench.add_command(bench_scale)
+bench.add_command(bench_all)
 
 
 @bench.command("runtime")
@@ -116,6 +121,39 @@ def bench_async(as_json: bool, quick: bool, repeats: int | None) -> None:
         ],
         Console(),
     )
+
+
+@bench.command("sandbox")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--quick", is_flag=True, help="A run of seconds (fewer samples per measure).")
+@click.option("--repeats", type=click.IntRange(min=1), help="Rounds of each measure.")
+def bench_sandbox(as_json: bool, quick: bool, repeats: int | None) -> None:
+    """Warm pool, fast exec and reset per backend against raw subprocess/aiodocker baselines."""
+    from roost.bench import sandbox as suite
+    from runtime.logs import configure_logging
+
+    configure_logging(level="error")
+    result = suite.run(quick=quick, repeats=repeats)
+    if as_json:
+        _print_json(result)
+        return
+    for backend, r in result["backends"].items():
+        if "unavailable" in r:
+            print_table(
+                f"roost bench sandbox: {backend}",
+                [("unavailable", "", r["unavailable"])],
+                Console(),
+            )
+            continue
+        rows = [
+            (name, f"{r[key]['p50_s'] * 1e3:.2f} / {r[key]['p95_s'] * 1e3:.2f} ms", "p50 / p95")
+            for name, key in suite.TABLE_ROWS
+            if key in r
+        ]
+        rows.append(("execs/s, 8 warm sandboxes", f"{r['execs_per_s_8_sandboxes']:,.0f}", ""))
+        rows += [(key, f"{r[key]:.2f}", "") for key in suite.RATIO_KEYS if key in r]
+        rows += [(name, "met" if met else "missed", "target") for name, met in r["targets"].items()]
+        print_table(f"roost bench sandbox: {backend} ({result['repeats']} rounds)", rows, Console())
 
 
 def _print_json(result: dict[str, Any]) -> None:
