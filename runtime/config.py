@@ -45,12 +45,7 @@ def load_config(
     source = "defaults"
     if path is not None:
         source = str(path)
-        try:
-            _merge(data, tomllib.loads(Path(path).read_text()))
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        _merge(data, _read_toml(path))
     for override in overrides:
         apply_override(data, override)
         source = f"{source} + --set"
@@ -72,7 +67,8 @@ def apply_override(data: dict[str, Any], override: str) -> None:
         raise ConfigError(f"--set {override!r}: expected KEY.PATH=VALUE, for example lr=3e-4")
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
+        # RecursionError: tomllib recurses per nesting level (`[[[[...`); still just a string.
         value = raw.strip()
     node = data
     for part in keys[:-1]:
@@ -86,6 +82,26 @@ def apply_override(data: dict[str, Any], override: str) -> None:
 def dump_config(config: Any) -> str:
     """The config as TOML text (None values, which TOML cannot hold, are left out)."""
     return tomli_w.dumps(_drop_none(msgspec.to_builtins(config)))
+
+
+def _read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The TOML document at `path`. Every way a file can be bad is a `ConfigError` naming it:
+    not only OSError and TOML syntax, but bytes that are not UTF-8, a NUL byte in the path
+    (ValueError from `open`) and nesting deep enough to exhaust tomllib's recursion."""
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text: byte {exc.start} is {exc.object[exc.start]:#04x}"
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
+    except ValueError as exc:  # a NUL byte in the path
+        raise ConfigError(f"{path!r}: cannot read: {exc}") from None
 
 
 def _merge(into: dict[str, Any], update: Mapping[str, Any]) -> None:

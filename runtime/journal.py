@@ -1,9 +1,13 @@
 """An append-only log of framed records that survives a crash at any byte.
 
 Each record is a frame: a 4-byte little-endian length, a 4-byte CRC-32 of the payload, then the
-payload (msgpack, by convention). A process killed mid-write leaves at most one torn frame at
-the end; `read_journal` stops there and reports it, so a torn record is dropped, never misread,
-and `JournalWriter` cuts it off before appending again (resume).
+payload (msgpack, by convention; never empty). A process killed mid-write leaves at most one
+torn frame at the end; `read_journal` stops there and reports it, so a torn record is dropped,
+never misread, and `JournalWriter` cuts it off before appending again (resume). Records are never
+empty because an all-zero frame (length 0, CRC-32 of nothing = 0) is what a filesystem leaves
+in a file extended but not written before a power loss: it must read as corruption, not as
+records. When the cut-off tail is corruption rather than one torn frame (a bad checksum or
+length with more data after it), its bytes are kept beside the journal for a human to inspect.
 
 Writes go to the page cache at once (a flush per record, microseconds); `sync()` forces them
 to disk, and is what a checkpoint calls before it counts the journal as durable.
@@ -64,6 +68,9 @@ def _frames(source: BinaryIO, report: list[JournalReport] | None) -> Iterator[by
             reason = f"torn header at byte {offset}"
             break
         length, crc = _HEADER.unpack(header)
+        if length == 0:
+            reason = f"empty frame at byte {offset} (zero-filled tail?)"
+            break
         if length > MAX_RECORD_BYTES:
             reason = f"impossible length {length} at byte {offset}"
             break
@@ -81,6 +88,19 @@ def _frames(source: BinaryIO, report: list[JournalReport] | None) -> Iterator[by
         report.append(JournalReport(count, offset, bool(reason), reason))
 
 
+def _keep_corrupt_tail(path: Path, report: JournalReport) -> Path | None:
+    """Copy the tail about to be cut off to `<path>.dropped-<offset>` unless it is just one
+    torn frame (the normal result of a crash mid-append, which holds nothing worth keeping)."""
+    if report.reason.startswith(("torn header", "torn record")):
+        return None
+    with open(path, "rb") as source:
+        source.seek(report.valid_bytes)
+        tail = source.read()
+    kept = path.with_name(f"{path.name}.dropped-{report.valid_bytes}")
+    kept.write_bytes(tail)
+    return kept
+
+
 class JournalWriter:
     """Appends records to a journal, first cutting off a torn tail left by a crash."""
 
@@ -90,11 +110,16 @@ class JournalWriter:
         _, report = read_journal(self.path)
         self.recovered = report
         self._file = open(self.path, "ab")  # noqa: SIM115 - lives as long as the writer
+        #: Where the bytes of a corrupt (not merely torn) tail were kept, if any.
+        self.dropped_to: Path | None = None
         if report.torn:
+            self.dropped_to = _keep_corrupt_tail(self.path, report)
             self._file.truncate(report.valid_bytes)
         self.records = report.records
 
     def append(self, payload: bytes) -> None:
+        if not payload:
+            raise ValueError("an empty record cannot be told from a zero-filled tail")
         if len(payload) > MAX_RECORD_BYTES:
             raise ValueError(f"record of {len(payload)} bytes exceeds {MAX_RECORD_BYTES}")
         # One write per frame: a crash tears at most this frame.

@@ -133,7 +133,9 @@ def place(source):
     if os.path.lexists(path):
         os.unlink(path)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
+    # surrogatepass: an answer holding a lone surrogate is written as it is and then fails to
+    # load (the agent's error); strict UTF-8 would crash the harness (an evaluation failure).
+    with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass") as out:
         out.write(source)
 
 def judge():

@@ -117,6 +117,8 @@ def from_mbpp(raw: dict[str, Any]) -> Task:
     if not isinstance(asserts, list) or not asserts or not all(isinstance(a, str) for a in asserts):
         raise ShapeError("test_list", "expected a non-empty list of assert statements")
     statements = [stmt for source in asserts for stmt in _parse("test_list", source).body]
+    if not statements:  # only blank or comment lines
+        raise ShapeError("test_list", "the tests contain no statements")
     entry = next(
         (
             node.func.id

@@ -114,6 +114,10 @@ def _to_task(path: str, line: int, raw: Any, field_lines: dict[str, int]) -> Tas
         return _raise(path, field_lines.get(top, line), field or "task", message)
     except (ValueError, SyntaxError, KeyError, TypeError) as exc:
         return _raise(path, line, getattr(exc, "field", "task"), str(exc))
+    except (RecursionError, MemoryError):
+        # `ast.parse`/`ast.unparse` of the HumanEval/MBPP test code recurse per nesting level:
+        # a 500-term `1 + 1 + ...` or deeply nested call is refused, not a crash.
+        return _raise(path, line, "task", "test code nested too deeply to parse")
 
 
 def _raise(path: str, line: int, field: str, message: str) -> Task:
@@ -126,6 +130,8 @@ def _toml_entries(path: str, text: str) -> Iterable[tuple[int, Any, dict[str, in
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
         raise TaskFormatError(path, int(match.group(1)) if match else 0, "", str(exc)) from None
+    except RecursionError:  # tomllib recurses once per level of `[[[...`
+        raise TaskFormatError(path, 0, "", "arrays or tables nested too deeply") from None
     unknown = sorted(set(doc) - {"task"})
     if unknown:
         raise TaskFormatError(path, 0, unknown[0], "unknown top-level key; tasks go in [[task]]")
@@ -158,6 +164,8 @@ def _jsonl_entries(path: str, text: str) -> Iterable[tuple[int, Any, dict[str, i
         except json.JSONDecodeError as exc:
             # One broken line must not hide the rest of the file from `tasks check`.
             doc = TaskFormatError(path, number, "", f"invalid JSON: {exc.msg} (column {exc.colno})")
+        except RecursionError:  # json recurses once per level of `[[[...`
+            doc = TaskFormatError(path, number, "", "invalid JSON: nested too deeply")
         yield number, doc, {}
 
 

@@ -6,6 +6,7 @@ field), and a verdict can go to the run log or over a wire unchanged.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Literal
 
@@ -18,8 +19,10 @@ VerifierKind = Literal["tests"]
 FailureKind = Literal["agent", "infrastructure", "evaluation"]
 TestStatus = Literal["passed", "failed", "error", "timeout", "crash"]
 
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./:-]*$")
-_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Matched with `fullmatch`: `match` with `$` would accept a trailing newline ("f\n" as an
+# entry point, "s\n.py" as a solution file).
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:-]*")
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class TestCase(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -75,9 +78,9 @@ class Task(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     timeout_s: float = 2.0
 
     def __post_init__(self) -> None:
-        if not _ID_RE.match(self.id):
+        if not _ID_RE.fullmatch(self.id):
             raise ValueError(f"id: {self.id!r} is not a valid task id")
-        if not _IDENT_RE.match(self.entry_point):
+        if not _IDENT_RE.fullmatch(self.entry_point):
             raise ValueError(f"entry_point: {self.entry_point!r} is not a Python identifier")
         if not self.tests:
             raise ValueError("tests: a task needs at least one test")
@@ -85,10 +88,21 @@ class Task(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
             raise ValueError(f"level: must be >= 1, got {self.level}")
         if not 0 < self.timeout_s <= 60:
             raise ValueError(f"timeout_s: must be in (0, 60], got {self.timeout_s}")
-        if not _IDENT_RE.match(self.solution_file.removesuffix(".py")):
+        if not self.solution_file.endswith(".py") or not _IDENT_RE.fullmatch(
+            self.solution_file.removesuffix(".py")
+        ):
             raise ValueError(f"solution_file: {self.solution_file!r} must be NAME.py")
         for path in self.files:
-            if path.startswith("/") or ".." in path.split("/") or path == self.solution_file:
+            # Refused here, at load time, rather than by the sandbox when the task first runs:
+            # an empty name, a NUL byte, or a spelling of the solution file (`./solution.py`).
+            norm = posixpath.normpath(path) if path else ""
+            if (
+                not path
+                or "\0" in path
+                or path.startswith("/")
+                or ".." in path.split("/")
+                or norm in (".", self.solution_file)
+            ):
                 raise ValueError(f"files: {path!r} must be a relative path inside the sandbox")
 
     def program(self, text: str) -> str:

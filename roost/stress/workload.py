@@ -127,11 +127,17 @@ def load_workload(path: str | Path) -> Workload:
     """
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise WorkloadError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise WorkloadError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per level of `[[[...` or `{a={a=...`
+        raise WorkloadError(f"{path}: not valid TOML: nested too deeply") from None
+    except ValueError as exc:  # a NUL byte in the path
+        raise WorkloadError(f"{path!r}: cannot read: {exc}") from None
     try:
         return msgspec.convert(data, Workload)
     except msgspec.ValidationError as exc:

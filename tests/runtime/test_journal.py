@@ -13,7 +13,7 @@ from runtime.journal import JournalWriter, read_journal
 
 @settings(max_examples=60, deadline=None)
 @given(
-    records=st.lists(st.binary(max_size=200), min_size=1, max_size=20),
+    records=st.lists(st.binary(min_size=1, max_size=200), min_size=1, max_size=20),
     cut=st.integers(min_value=0, max_value=10_000),
 )
 def test_a_crash_at_any_byte_keeps_every_whole_record_and_drops_the_torn_one(
