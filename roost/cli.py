@@ -7,9 +7,11 @@ import click
 from roost.commands.bench import bench
 from roost.commands.learn import sft_command
 from roost.commands.profile import profile_command
+from roost.commands.report import report_command
 from roost.commands.sandbox import sandbox
 from roost.commands.stress import stress
 from roost.commands.tasks import tasks
+from roost.commands.train import train_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,6 +25,8 @@ cli.add_command(stress)
 cli.add_command(tasks)
 cli.add_command(sandbox)
 cli.add_command(sft_command)
+cli.add_command(train_command)
+cli.add_command(report_command)
 cli.add_command(profile_command)
 
 

@@ -1,0 +1,314 @@
+"""`Collector`: the scheduler's sink. Scores episodes, forms GRPO groups, feeds the learner,
+and writes every terminal record to the run log.
+
+Each model turn of a scored episode becomes one training sample carrying the episode's reward
+(a revision that passes credits the turns before it). A group is the rollouts of one drawn
+task; its samples are settled in the staleness book only when the whole group is in, so the
+learner waits for a group rather than letting its first member go stale. A scored record is
+held until the learner step that consumed it (told by `LearnerStepped`), then written with its
+learner wait; `FlushPending` writes the rest when the run ends.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import msgspec
+
+from actors.learner import RolloutSettled, ScoredGroup, Trajectory
+from actors.rollouts import RolloutFinished
+from policies.staleness import StalenessBook
+from roost.train.episode import EpisodeStore, EpisodeTurn
+from roost.train.records import StepRecord, TrajectoryRecord, TurnRecord
+from runtime import Actor, ActorRef, AskTimeoutError, Message, handler
+from tasks import Task
+
+__all__ = [
+    "Collector",
+    "FlushPending",
+    "LearnerStepped",
+    "RunCounts",
+    "SyncCollector",
+    "episode_reward",
+]
+
+NO_SIGNAL = "not trained: every rollout of its group had the same reward"
+RATE_WINDOW = 256  # recent episodes behind the live pass rate and reward
+LEARNER_ASK_S = 1800.0  # a step (under its own deadline) and a publish
+
+
+def episode_reward(turns: list[EpisodeTurn]) -> float:
+    """1 for a pass (less 0.1 per extra turn it took), else half the share of tests passed."""
+    if not turns:
+        return 0.0
+    last = turns[-1].verdict
+    if last.passed:
+        return 1.0 - 0.1 * (len(turns) - 1)
+    return 0.5 * last.score
+
+
+class LearnerStepped(Message):
+    """The learner published `version`; its step consumed `sample_ids` (taken from the
+    learner's consumed set in the publish callback, before any later step)."""
+
+    version: int
+    sample_ids: list[str]
+
+
+class SyncCollector(Message):
+    """A no-op ask: its reply means every message sent before it was handled."""
+
+
+class FlushPending(Message):
+    """Write every scored record not yet consumed (the run is ending); replies the count."""
+
+
+@dataclasses.dataclass
+class RunCounts:
+    """The run's books, shared with the feeder and the live view (one event loop)."""
+
+    requested: int = 0
+    scored: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    passed: int = 0
+    no_signal: int = 0  # scored, but in a group of equal rewards: not trained on
+    failures: dict[str, int] = dataclasses.field(default_factory=dict)
+    recent_pass: collections.deque[float] = dataclasses.field(
+        default_factory=lambda: collections.deque(maxlen=RATE_WINDOW)
+    )
+    recent_reward: collections.deque[float] = dataclasses.field(
+        default_factory=lambda: collections.deque(maxlen=RATE_WINDOW)
+    )
+    progress: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+
+    @property
+    def settled(self) -> int:
+        return self.scored + self.failed + self.cancelled
+
+    def wake(self) -> None:
+        self.progress.set()
+        self.progress = anyio.Event()
+
+
+@dataclasses.dataclass
+class _Pending:
+    record: TrajectoryRecord
+    ended_at: float  # loop clock
+
+
+class Collector(Actor):
+    def __init__(
+        self,
+        *,
+        store: EpisodeStore,
+        book: StalenessBook,
+        learner: ActorRef,
+        recorder: ActorRef,
+        task_of: Callable[[str], Task],
+        is_demo_level: Callable[[int], bool],
+        group_size: int,
+        counts: RunCounts,
+        rl_clock: Callable[[], float],
+        open_rollouts: dict[str, Any],
+        skip_no_signal: bool = True,
+    ) -> None:
+        self.store = store
+        self.book = book
+        self.learner = learner
+        self.recorder = recorder
+        self.task_of = task_of
+        self.is_demo_level = is_demo_level
+        self.group_size = group_size
+        self.counts = counts
+        self.rl_clock = rl_clock
+        self._groups: dict[str, tuple[int, list[Trajectory]]] = {}
+        self._pending: dict[str, _Pending] = {}
+        self.open = open_rollouts
+        self.skip_no_signal = skip_no_signal
+
+    async def on_start(self) -> None:
+        metrics = self.system.metrics
+        self._m_reward = metrics.histogram("train.reward", floor=1e-3)
+        self._m_turns = metrics.histogram("train.turns", floor=1.0)
+        metrics.gauge("train.pass_rate", self._rate(self.counts.recent_pass))
+        metrics.gauge("train.reward_mean", self._rate(self.counts.recent_reward))
+        metrics.gauge("train.scored", lambda: float(self.counts.scored))
+        metrics.gauge("train.failed", lambda: float(self.counts.failed))
+        metrics.gauge("train.cancelled", lambda: float(self.counts.cancelled))
+
+    @staticmethod
+    def _rate(window: collections.deque[float]) -> Callable[[], float]:
+        return lambda: sum(window) / len(window) if window else 0.0
+
+    @handler
+    async def finished(self, msg: RolloutFinished) -> None:
+        started = time.perf_counter()
+        turns = self.store.pop(msg.rollout_id)
+        if self.open.pop(msg.rollout_id, None) is None:
+            self.log.warning("late_terminal_record_ignored", rollout=msg.rollout_id)
+            return
+        task = self.task_of(msg.task_id)
+        usable = msg.status == "completed" and bool(turns)
+        reward = episode_reward(turns) if usable else 0.0
+        record = TrajectoryRecord(
+            rollout_id=msg.rollout_id,
+            task_id=msg.task_id,
+            level=task.level,
+            demo_level=self.is_demo_level(task.level),
+            status="scored" if usable else ("cancelled" if msg.status == "cancelled" else "failed"),
+            reason=msg.reason if msg.status != "completed" else ("" if usable else "no turns"),
+            reward=reward,
+            passed=usable and turns[-1].verdict.passed,
+            attempts=msg.attempts,
+            turns=[_turn_record(t) for t in turns],
+            requested_at=msg.requested_at,
+            finished_at=msg.finished_at,
+            queue_wait_s=msg.queue_wait_s,
+            acquire_s=msg.acquire_s,
+            generate_s=sum(t.generate_s for t in turns),
+            exec_s=sum(t.exec_s for t in turns),
+            wall=time.time(),
+        )
+        group_id, _, _ = msg.rollout_id.rpartition("/")
+        seen, samples = self._groups.get(group_id, (0, []))
+        if usable:
+            samples += [
+                Trajectory(
+                    rollout_id=f"{msg.rollout_id}#{i}",
+                    prompt=t.prompt,
+                    completion=t.sample.tokens,
+                    logprobs=t.sample.logprobs,
+                    versions=t.sample.versions,
+                    reward=reward,
+                )
+                for i, t in enumerate(turns)
+                if t.sample.tokens
+            ]
+        self._count(record)
+        record = _with(record, evaluate_s=time.perf_counter() - started)
+        if usable:
+            self._pending[msg.rollout_id] = _Pending(record, anyio.current_time())
+        else:
+            await self.recorder.tell(record)
+            self.book.settled(msg.rollout_id, usable=False)
+            await self.learner.tell(RolloutSettled(rollout_id=msg.rollout_id))
+        seen += 1
+        if seen < self.group_size:
+            self._groups[group_id] = (seen, samples)
+            return
+        self._groups.pop(group_id, None)
+        rollouts = sorted({s.rollout_id.rpartition("#")[0] for s in samples})
+        if self.skip_no_signal and len({s.reward for s in samples}) <= 1:
+            # Equal rewards: every advantage is zero, so the step would cost a full forward
+            # and backward pass and change nothing. Recorded, never trained on; the slots go
+            # back to admission.
+            self.counts.no_signal += len(rollouts)
+            for rollout_id in rollouts:
+                pending = self._pending.pop(rollout_id, None)
+                if pending is not None:
+                    await self.recorder.tell(_with(pending.record, reason=NO_SIGNAL))
+                self.book.settled(rollout_id, usable=False)
+                await self.learner.tell(RolloutSettled(rollout_id=rollout_id))
+            return
+        if not samples:
+            return
+        # Settled only once the learner holds the group (the ask's reply): a group waiting in
+        # the learner's mailbox behind a long step is invisible to it, and would go stale if
+        # the book no longer counted it as running. The nudge lets the learner step now that
+        # the group no longer holds it back (with k = 0 nothing else would wake it).
+        try:
+            await self.learner.ask(
+                ScoredGroup(group_id=group_id, trajectories=samples), timeout=LEARNER_ASK_S
+            )
+        except AskTimeoutError:
+            self.log.error("learner_did_not_take_group", group=group_id)
+        for rollout_id in rollouts:
+            self.book.settled(rollout_id, usable=True)
+        await self.learner.tell(RolloutSettled(rollout_id=rollouts[0]))
+
+    @handler
+    async def learner_stepped(self, msg: LearnerStepped) -> None:
+        consumed = msg.sample_ids
+        rollouts = {sample_id.rpartition("#")[0] for sample_id in consumed}
+        now = anyio.current_time()
+        rewards: list[float] = []
+        passes = 0
+        for rollout_id in sorted(rollouts):
+            pending = self._pending.pop(rollout_id, None)
+            if pending is None:
+                continue
+            rewards.append(pending.record.reward)
+            passes += pending.record.passed
+            await self.recorder.tell(
+                _with(
+                    pending.record,
+                    learner_wait_s=now - pending.ended_at,
+                    consumed_version=msg.version,
+                )
+            )
+        await self.recorder.tell(
+            StepRecord(
+                version=msg.version,
+                samples=len(consumed),
+                reward_mean=sum(rewards) / len(rewards) if rewards else 0.0,
+                pass_rate=passes / len(rewards) if rewards else 0.0,
+                wall=time.time(),
+                elapsed_s=self.rl_clock(),
+                at=now,
+                rollout_ids=sorted(rollouts),
+            )
+        )
+
+    @handler
+    def sync(self, msg: SyncCollector) -> None:
+        return None
+
+    @handler
+    async def flush_pending(self, msg: FlushPending) -> int:
+        pending, self._pending = self._pending, {}
+        for item in pending.values():
+            await self.recorder.tell(item.record)
+        return len(pending)
+
+    def _count(self, record: TrajectoryRecord) -> None:
+        counts = self.counts
+        if record.status == "scored":
+            counts.scored += 1
+            counts.passed += record.passed
+            counts.recent_pass.append(float(record.passed))
+            counts.recent_reward.append(record.reward)
+            self._m_reward.record(max(record.reward, 0.0))
+            self._m_turns.record(float(len(record.turns)))
+        else:
+            if record.status == "failed":
+                counts.failed += 1
+            else:
+                counts.cancelled += 1
+            kind = (record.reason.split(":")[0] or record.status).strip()
+            counts.failures[kind] = counts.failures.get(kind, 0) + 1
+        counts.wake()
+
+
+def _turn_record(turn: EpisodeTurn) -> TurnRecord:
+    versions = turn.sample.versions or [0]
+    return TurnRecord(
+        text=turn.text,
+        passed=turn.verdict.passed,
+        score=turn.verdict.score,
+        reason=turn.verdict.reason[:200],
+        tokens=len(turn.sample.tokens),
+        min_version=min(versions),
+        max_version=max(versions),
+        generate_s=turn.generate_s,
+        exec_s=turn.exec_s,
+    )
+
+
+def _with(record: TrajectoryRecord, **changes: object) -> TrajectoryRecord:
+    return msgspec.structs.replace(record, **changes)

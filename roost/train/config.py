@@ -1,0 +1,230 @@
+"""The experiment config of `roost train`: typed sections, embedded defaults, dotted-path errors.
+
+`load_train_config(path, overrides)` layers the defaults below, the TOML file and `--set`
+overrides (see `runtime/config.py`); every section forbids unknown keys, so a typo is an error
+that names its key path rather than a setting silently ignored. The defaults are the default
+experiment: procedural code tasks at levels 1-3 (demonstrations for 1-2 only), episodes of up
+to 3 turns in process sandboxes, a 1.9M-parameter character model, an SFT warm start, then RL
+with staleness bound k = 2 and a few hundred concurrent episodes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Literal
+
+import msgspec
+
+from runtime.config import ConfigError, load_config
+
+__all__ = ["ConfigError", "TrainConfig", "load_train_config"]
+
+
+class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+def _positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{name}: must be > 0, got {value}")
+
+
+class TasksConfig(_Section):
+    """Where tasks come from. `procedural`: generated levels; `jsonl`: a task file whose tasks
+    are split by `heldout_percent` (by id) into training and held-out sets."""
+
+    source: Literal["procedural", "jsonl"] = "procedural"
+    path: str = ""
+    levels: list[int] = msgspec.field(default_factory=lambda: [1, 2, 3])
+    #: Levels whose canonical solutions may be used as demonstrations (SFT); the others have
+    #: tests only and are learned from reward alone.
+    demo_levels: list[int] = msgspec.field(default_factory=lambda: [1, 2])
+    heldout_percent: int = 10
+    heldout_per_level: int = 30
+    demos_per_level: int = 4000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.levels:
+            raise ValueError("levels: at least one level")
+        if any(level < 1 or level > 7 for level in self.levels):
+            raise ValueError(f"levels: each must be in 1..7, got {self.levels}")
+        if not set(self.demo_levels) <= set(self.levels):
+            raise ValueError(f"demo_levels: {self.demo_levels} must be among levels {self.levels}")
+        if self.source == "jsonl" and not self.path:
+            raise ValueError("path: a jsonl task source needs a path")
+        if not 0 < self.heldout_percent < 100:
+            raise ValueError(f"heldout_percent: must be in 1..99, got {self.heldout_percent}")
+        _positive("heldout_per_level", self.heldout_per_level)
+        _positive("demos_per_level", self.demos_per_level)
+
+
+class EpisodeConfig(_Section):
+    max_turns: int = 3
+    group_size: int = 8  # rollouts of one task: a GRPO group
+    deadline_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        _positive("max_turns", self.max_turns)
+        if self.group_size < 2:
+            raise ValueError(f"group_size: GRPO needs at least 2, got {self.group_size}")
+        _positive("deadline_s", self.deadline_s)
+
+
+class ModelConfig(_Section):
+    d_model: int = 192
+    n_layers: int = 4
+    n_heads: int = 4
+    max_len: int = 512
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    init: str = ""  # a weights file (`roost sft --out`) to start from instead of random
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "n_layers", "n_heads", "max_len", "max_new_tokens"):
+            _positive(name, getattr(self, name))
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model: {self.d_model} is not a multiple of n_heads")
+        if self.max_new_tokens >= self.max_len:
+            raise ValueError("max_new_tokens: must be below max_len")
+        _positive("temperature", self.temperature)
+
+
+class SFTSection(_Section):
+    enabled: bool = True
+    time_budget_s: float = 330.0
+    max_steps: int = 100_000
+    batch_size: int = 16
+    lr: float = 2e-3
+
+    def __post_init__(self) -> None:
+        _positive("time_budget_s", self.time_budget_s)
+        _positive("max_steps", self.max_steps)
+        _positive("batch_size", self.batch_size)
+        _positive("lr", self.lr)
+
+
+class RLSection(_Section):
+    time_budget_s: float = 300.0
+    max_versions: int = 0  # stop after this many learner versions (0: time only)
+    drain_timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        _positive("time_budget_s", self.time_budget_s)
+        if self.max_versions < 0:
+            raise ValueError(f"max_versions: must be >= 0, got {self.max_versions}")
+        _positive("drain_timeout_s", self.drain_timeout_s)
+
+
+class LearnerSection(_Section):
+    k: int = 2
+    batch_size: int = 32  # samples (model turns) per optimizer step
+    lr: float = 5e-4
+    correction: Literal["decoupled", "truncated_is"] = "decoupled"
+    kl_coef: float = 0.0
+    checkpoint_every: int = 5
+    keep_checkpoints: int = 2
+    #: Skip GRPO groups whose rewards are all equal: their advantages are zero, so a step on
+    #: them costs a full pass and teaches nothing (recorded, not trained on).
+    skip_equal_reward_groups: bool = True
+
+    def __post_init__(self) -> None:
+        if self.k < 0:
+            raise ValueError(f"k: must be >= 0, got {self.k}")
+        _positive("batch_size", self.batch_size)
+        _positive("lr", self.lr)
+        if self.kl_coef < 0:
+            raise ValueError(f"kl_coef: must be >= 0, got {self.kl_coef}")
+        _positive("checkpoint_every", self.checkpoint_every)
+        _positive("keep_checkpoints", self.keep_checkpoints)
+
+
+class GeneratorSection(_Section):
+    max_batch: int = 128
+    max_wait_s: float = 0.02
+    chunk_tokens: int = 8
+
+    def __post_init__(self) -> None:
+        _positive("max_batch", self.max_batch)
+        if self.max_wait_s < 0:
+            raise ValueError(f"max_wait_s: must be >= 0, got {self.max_wait_s}")
+        _positive("chunk_tokens", self.chunk_tokens)
+
+
+class SandboxSection(_Section):
+    backend: Literal["process", "docker", "gvisor", "sim"] = "process"
+    runtime: str = "python"
+    pool_capacity: int = 256
+    cpus: float = 1.0
+    memory_mb: int = 256
+
+    def __post_init__(self) -> None:
+        _positive("pool_capacity", self.pool_capacity)
+        _positive("cpus", self.cpus)
+        if self.memory_mb < 16:
+            raise ValueError(f"memory_mb: must be >= 16, got {self.memory_mb}")
+
+
+class SchedulerSection(_Section):
+    workers: int = 256  # concurrent episodes at most (each holds a sandbox only to run tests)
+    policy: str = "fifo"
+    max_retries: int = 2
+
+    def __post_init__(self) -> None:
+        _positive("workers", self.workers)
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries: must be >= 0, got {self.max_retries}")
+
+
+class EvalSection(_Section):
+    #: Turns per held-out episode. 1 (pass@1, no revision) by default: on two CPU cores a
+    #: three-turn evaluation costs minutes the 15-minute budget does not have.
+    max_turns: int = 1
+    sampled_temperature: float = 1.0
+    concurrency: int = 16
+
+    def __post_init__(self) -> None:
+        _positive("max_turns", self.max_turns)
+        _positive("sampled_temperature", self.sampled_temperature)
+        _positive("concurrency", self.concurrency)
+
+
+class ViewSection(_Section):
+    live: Literal["auto", "on", "off"] = "auto"
+    interval_s: float = 2.0
+    metrics_interval_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        _positive("interval_s", self.interval_s)
+        _positive("metrics_interval_s", self.metrics_interval_s)
+
+
+class TrainConfig(_Section):
+    """The whole experiment; `roost train` with no file runs these defaults."""
+
+    name: str = "default"
+    seed: int = 0
+    control: bool = False  # also train an SFT-only control for the RL phase's wall time
+    tasks: TasksConfig = msgspec.field(default_factory=TasksConfig)
+    episode: EpisodeConfig = msgspec.field(default_factory=EpisodeConfig)
+    model: ModelConfig = msgspec.field(default_factory=ModelConfig)
+    sft: SFTSection = msgspec.field(default_factory=SFTSection)
+    rl: RLSection = msgspec.field(default_factory=RLSection)
+    learner: LearnerSection = msgspec.field(default_factory=LearnerSection)
+    generator: GeneratorSection = msgspec.field(default_factory=GeneratorSection)
+    sandbox: SandboxSection = msgspec.field(default_factory=SandboxSection)
+    scheduler: SchedulerSection = msgspec.field(default_factory=SchedulerSection)
+    eval: EvalSection = msgspec.field(default_factory=EvalSection)
+    view: ViewSection = msgspec.field(default_factory=ViewSection)
+
+
+def load_train_config(
+    path: str | os.PathLike[str] | None = None, overrides: Iterable[str] = ()
+) -> TrainConfig:
+    """Defaults, then the TOML file at `path`, then `--set` overrides.
+
+    :raises ConfigError: unreadable or invalid TOML, a bad override, an unknown key, or a value
+        of the wrong type or out of range; the message names the dotted key path.
+    """
+    return load_config(TrainConfig, path=path, overrides=overrides)

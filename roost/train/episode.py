@@ -1,0 +1,148 @@
+"""`EpisodeWorker`: one multi-turn coding episode on a leased sandbox.
+
+The model writes a function body; the sandbox runs the task's hidden tests (the `tests`
+verifier, out of the solution's reach); on a failure the model sees its attempt and the first
+failing test and writes again, up to `max_turns`. The scheduler's contract is that of
+`actors.sandbox_worker`: one `WorkerDone` per `Assign`, whatever happened, and the lease always
+released. Like `TrackedWorker`, it tells the staleness book that the episode ended before the
+scheduler hears of it. The turns wait in an `EpisodeStore` for the collector.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import anyio
+
+from actors.generator import GenerationError, GeneratorClient
+from actors.rollouts import StepTiming
+from actors.sandbox_worker import Assign, Outcome, WorkerDone
+from policies.neural import Sample
+from policies.staleness import StalenessBook
+from policies.tokenizer import ByteTokenizer
+from roost.train.task_source import first_prompt, revision_prompt
+from runtime import Actor, handler
+from sandboxes._errors import SandboxInfraError
+from tasks import Task, Verdict
+from tasks._verify import TestsVerifier
+
+__all__ = ["EpisodeStore", "EpisodeTurn", "EpisodeWorker", "encode_prompt"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EpisodeTurn:
+    prompt: list[int]
+    sample: Sample
+    text: str
+    verdict: Verdict
+    generate_s: float
+    exec_s: float
+
+
+class EpisodeStore:
+    """Turns of finished episodes, by rollout id, until the collector takes them."""
+
+    def __init__(self) -> None:
+        self._turns: dict[str, list[EpisodeTurn]] = {}
+
+    def put(self, rollout_id: str, turns: list[EpisodeTurn]) -> None:
+        self._turns[rollout_id] = turns
+
+    def pop(self, rollout_id: str) -> list[EpisodeTurn]:
+        return self._turns.pop(rollout_id, [])
+
+
+def encode_prompt(tokenizer: ByteTokenizer, text: str, room: int) -> list[int]:
+    """BOS + the prompt's bytes, cut from the left to fit `room` tokens (the end of a prompt,
+    where the body starts, matters most)."""
+    ids = tokenizer.encode(text, bos=False)
+    return [tokenizer.bos, *ids[-(room - 1) :]]
+
+
+class EpisodeWorker(Actor):
+    """One episode at a time; spawn as many as the concurrency you want."""
+
+    def __init__(
+        self,
+        *,
+        task_of: Callable[[str], Task],
+        client: GeneratorClient,
+        book: StalenessBook,
+        store: EpisodeStore,
+        max_turns: int,
+        prompt_room: int,
+        verifier: TestsVerifier | None = None,
+    ) -> None:
+        self.task_of = task_of
+        self.client = client
+        self.book = book
+        self.store = store
+        self.max_turns = max_turns
+        self.prompt_room = prompt_room
+        self.verifier = verifier or TestsVerifier()
+        self.tokenizer = ByteTokenizer()
+
+    @handler
+    async def assign(self, msg: Assign) -> None:
+        try:
+            done = await self._episode(msg)
+        finally:
+            self.book.ended(msg.request.rollout_id)
+        await msg.reply_to.tell(done)
+
+    async def _episode(self, msg: Assign) -> WorkerDone:
+        request, lease = msg.request, msg.lease
+        started = anyio.current_time()
+        turns: list[EpisodeTurn] = []
+        outcome: Outcome = "failed"
+        reason, acquire_s, healthy = "", 0.0, True
+        try:
+            task = self.task_of(request.task_id)
+            with anyio.move_on_after(max(0.0, msg.deadline_at - started)) as deadline:
+                sandbox = await lease.ready()
+                acquire_s = anyio.current_time() - started
+                self.book.began(request.rollout_id)
+                prompt = first_prompt(task)
+                for _ in range(self.max_turns):
+                    t0 = anyio.current_time()
+                    ids = encode_prompt(self.tokenizer, prompt, self.prompt_room)
+                    sample = await self.client.generate(ids)
+                    text = self.tokenizer.decode(sample.tokens)
+                    t1 = anyio.current_time()
+                    verdict = await self.verifier.verify(task, text, sandbox)
+                    t2 = anyio.current_time()
+                    turns.append(EpisodeTurn(ids, sample, text, verdict, t1 - t0, t2 - t1))
+                    if verdict.failure == "infrastructure":
+                        outcome, reason, healthy = "infra", verdict.reason, False
+                        break
+                    if verdict.failure == "evaluation":
+                        outcome, reason = "error", f"evaluation: {verdict.reason}"
+                        break
+                    if verdict.passed:
+                        outcome = "passed"
+                        break
+                    prompt = revision_prompt(task, text, verdict)
+            if deadline.cancelled_caught:
+                outcome, reason, healthy = "deadline", "deadline passed", False
+        except SandboxInfraError as exc:
+            outcome, reason, healthy = "infra", str(exc), False
+        except GenerationError as exc:
+            outcome, reason = "error", f"generation: {exc}"
+        except Exception as exc:  # a bug must be reported, never vanish with the episode
+            self.log.error("episode_error", rollout=request.rollout_id, exc_info=exc)
+            outcome, reason, healthy = "error", f"{type(exc).__name__}: {exc}", False
+        finally:
+            lease.release(healthy=healthy)
+        self.store.put(request.rollout_id, turns)
+        return WorkerDone(
+            rollout_id=request.rollout_id,
+            attempt=msg.attempt,
+            outcome=outcome,
+            reason=reason,
+            started_at=started,
+            acquire_s=acquire_s,
+            cold_start=lease.cold,
+            steps=[StepTiming(t.generate_s, t.exec_s) for t in turns],
+            worker=self.name,
+        )

@@ -1,0 +1,173 @@
+"""Held-out evaluation: pass rates on tasks never trained on, greedy and sampled.
+
+Each held-out task gets an episode like training's (up to `max_turns`: write, run the tests in
+a sandbox, see the failure, revise), once with greedy decoding and once sampled at the
+training temperature. A task counts as passed when any turn passes. The result is shaped
+``{"all": {"greedy": f, "sampled": f}, "demo_levels": {...}, "test_only_levels": {...}}``;
+a split with no tasks has null fractions.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import structlog
+
+from policies.neural import NeuralPolicy, generate
+from policies.tokenizer import ByteTokenizer
+from roost.train.episode import encode_prompt
+from roost.train.task_source import first_prompt, revision_prompt
+from sandboxes.pool import SandboxPool
+from tasks import Task, Verdict, lease_within
+from tasks._verify import TestsVerifier
+
+__all__ = ["HeldoutResult", "evaluate_heldout"]
+
+HeldoutResult = dict[str, dict[str, float | None]]
+
+_log = structlog.get_logger("roost.train.eval")
+GENERATE_BATCH = 64
+LEASE_TIMEOUT_S = 120.0
+COMPUTE_TIMEOUT_S = 600.0
+
+
+async def evaluate_heldout(
+    policy: NeuralPolicy,
+    tasks: Sequence[Task],
+    *,
+    pool: SandboxPool,
+    key: str,
+    demo_levels: Sequence[int],
+    max_turns: int,
+    max_new_tokens: int,
+    prompt_room: int,
+    temperature: float,
+    concurrency: int,
+    seed: int = 0,
+) -> tuple[HeldoutResult, dict[str, Any]]:
+    """The pass rates (see the module docstring), and details (per task, seconds)."""
+    started = time.perf_counter()
+    passed: dict[str, list[bool]] = {}
+    for mode, temp in (("greedy", 0.0), ("sampled", temperature)):
+        passed[mode] = await _episodes(
+            policy,
+            tasks,
+            pool,
+            key,
+            max_turns,
+            max_new_tokens,
+            prompt_room,
+            temp,
+            concurrency,
+            seed,
+        )
+    demo = set(demo_levels)
+    splits = {
+        "all": [True] * len(tasks),
+        "demo_levels": [t.level in demo for t in tasks],
+        "test_only_levels": [t.level not in demo for t in tasks],
+    }
+    result: HeldoutResult = {}
+    for name, member in splits.items():
+        result[name] = {}
+        for mode, outcomes in passed.items():
+            chosen = [ok for ok, inside in zip(outcomes, member, strict=True) if inside]
+            result[name][mode] = sum(chosen) / len(chosen) if chosen else None
+    details = {
+        "tasks": len(tasks),
+        "seconds": time.perf_counter() - started,
+        "by_level": _by_level(tasks, passed),
+    }
+    return result, details
+
+
+def _by_level(tasks: Sequence[Task], passed: dict[str, list[bool]]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for level in sorted({t.level for t in tasks}):
+        idx = [i for i, t in enumerate(tasks) if t.level == level]
+        out[str(level)] = {m: sum(v[i] for i in idx) / len(idx) for m, v in passed.items()}
+    return out
+
+
+async def _episodes(
+    policy: NeuralPolicy,
+    tasks: Sequence[Task],
+    pool: SandboxPool,
+    key: str,
+    max_turns: int,
+    max_new_tokens: int,
+    prompt_room: int,
+    temperature: float,
+    concurrency: int,
+    seed: int,
+) -> list[bool]:
+    tokenizer = ByteTokenizer()
+    verifier = TestsVerifier()
+    limiter = anyio.CapacityLimiter(concurrency)
+    passed = [False] * len(tasks)
+    prompts = {i: first_prompt(t) for i, t in enumerate(tasks)}
+    for turn in range(max_turns):
+        open_ids = [i for i in range(len(tasks)) if not passed[i]]
+        if not open_ids:
+            break
+        ids = [encode_prompt(tokenizer, prompts[i], prompt_room) for i in open_ids]
+        texts: list[str] = []
+        for start in range(0, len(ids), GENERATE_BATCH):
+            call = functools.partial(
+                generate,
+                policy,
+                ids[start : start + GENERATE_BATCH],
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                seed=seed * 7919 + turn * 131 + start,
+            )
+            with anyio.fail_after(COMPUTE_TIMEOUT_S):
+                samples = await anyio.to_thread.run_sync(call)
+            texts += [tokenizer.decode(s.tokens) for s in samples]
+        verdicts: dict[int, Verdict] = {}
+        async with anyio.create_task_group() as group:
+            for i, text in zip(open_ids, texts, strict=True):
+                group.start_soon(_judge, verifier, tasks[i], text, pool, key, limiter, verdicts, i)
+        for i, text in zip(open_ids, texts, strict=True):
+            verdict = verdicts[i]
+            passed[i] = verdict.passed
+            prompts[i] = revision_prompt(tasks[i], text, verdict)
+    return passed
+
+
+async def _judge(
+    verifier: TestsVerifier,
+    task: Task,
+    text: str,
+    pool: SandboxPool,
+    key: str,
+    limiter: anyio.CapacityLimiter,
+    into: dict[int, Verdict],
+    index: int,
+) -> None:
+    async with limiter:
+        into[index] = await _verify(verifier, task, text, pool, key)
+
+
+async def _verify(
+    verifier: TestsVerifier, task: Task, text: str, pool: SandboxPool, key: str
+) -> Verdict:
+    lease = await lease_within(pool, key, LEASE_TIMEOUT_S)
+    healthy = False
+    try:
+        sandbox = await lease.ready()
+        verdict = await verifier.verify(task, text, sandbox)
+        healthy = verdict.failure != "infrastructure"
+        if verdict.failure in ("infrastructure", "evaluation"):
+            _log.warning("heldout_verify_failed", task=task.id, reason=verdict.reason)
+        return verdict
+    except Exception as exc:  # counted as a failure to pass, never a crash of the run
+        _log.warning("heldout_verify_failed", task=task.id, error=str(exc))
+        return Verdict.infrastructure(str(exc))
+    finally:
+        lease.release(healthy=healthy)

@@ -1,0 +1,87 @@
+"""The model-side phases that run outside the actor loop: building policies, the SFT warm
+start, saving and loading weights. CPU-heavy calls are made from the loop through
+`anyio.to_thread.run_sync` by the caller.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from policies.sft import SFTConfig, SFTResult, sft
+from policies.transformer import TransformerConfig, TransformerPolicy
+from roost.train.config import ModelConfig, SFTSection
+from roost.train.rundir import write_atomic
+
+__all__ = ["SFTStopped", "load_weights", "make_policy", "run_sft", "save_weights"]
+
+
+class SFTStopped(Exception):
+    """The run was asked to stop during the warm start."""
+
+
+def make_policy(config: ModelConfig, *, seed: int) -> TransformerPolicy:
+    model = TransformerConfig(
+        d_model=config.d_model,
+        n_layers=config.n_layers,
+        n_heads=config.n_heads,
+        max_len=config.max_len,
+    )
+    return TransformerPolicy(model, seed=seed)
+
+
+def save_weights(policy: TransformerPolicy, path: Path, **extra: Any) -> None:
+    """The model's weights (and `extra`), written atomically."""
+    buffer = io.BytesIO()
+    torch.save({"model": policy.state_dict(), "version": policy.version, **extra}, buffer)
+    write_atomic(path, buffer.getvalue())
+
+
+def load_weights(policy: TransformerPolicy, path: Path, *, version: int | None = None) -> None:
+    """:raises ValueError: the file is not a weights file of this model's shape."""
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=False)
+        state = data["model"] if isinstance(data, dict) and "model" in data else data
+        policy.load_state_dict(state, int(data.get("version", 0)) if version is None else version)
+    except (OSError, KeyError, RuntimeError, TypeError) as exc:
+        raise ValueError(f"{path}: not usable weights for this model: {exc}") from None
+
+
+def run_sft(
+    policy: TransformerPolicy,
+    pairs: Sequence[tuple[str, str]],
+    config: SFTSection,
+    *,
+    seed: int,
+    time_budget_s: float,
+    stop: threading.Event,
+    progress: Callable[[int, float], None] | None = None,
+) -> SFTResult:
+    """The warm start, in the calling thread; raises `SFTStopped` soon after `stop` is set."""
+
+    def check(step: int, loss: float) -> None:
+        if progress is not None:
+            progress(step, loss)
+        if stop.is_set():
+            raise SFTStopped
+
+    shuffled = list(pairs)
+    random.Random(seed).shuffle(shuffled)
+    return sft(
+        policy,
+        shuffled,
+        SFTConfig(
+            steps=config.max_steps,
+            batch_size=config.batch_size,
+            lr=config.lr,
+            time_budget_s=time_budget_s,
+            seed=seed,
+        ),
+        on_step=check,
+    )

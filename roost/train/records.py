@@ -1,0 +1,93 @@
+"""What a training run writes to its append-only log (`trajectories.log`, msgpack frames).
+
+Every rollout ends in exactly one `TrajectoryRecord`: scored (with its reward and turns),
+failed (with the reason) or cancelled. Each carries its phase timings and the policy versions
+of its tokens, so a profile can be rebuilt from the log alone:
+
+- `queue_wait_s`: from the request to the start of the episode;
+- `acquire_s`: waiting for the sandbox to be ready (a cold start, or none);
+- per turn, `generate_s` (asking the generator, batching included) and `exec_s` (running the
+  tests in the sandbox);
+- `evaluate_s`: scoring on the host (reward, group bookkeeping);
+- `learner_wait_s`: from the end of the episode until the optimizer step that consumed it
+  (null when no step consumed it before the run ended), with `consumed_version`.
+
+A scored record is written when the learner consumes it, or when the run ends, so the
+learner wait is known (one whose group had equal rewards, so no training signal, is written at
+once with that reason and never trained on); `StepRecord`s and `EvalRecord`s mark the
+learner's steps and the held-out evaluations.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from runtime import Message
+
+__all__ = ["EvalRecord", "RunRecord", "StepRecord", "TrajectoryRecord", "TurnRecord"]
+
+
+class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One model turn: its text, how it was judged, its token versions and its timings."""
+
+    text: str
+    passed: bool
+    score: float
+    reason: str = ""
+    tokens: int = 0
+    min_version: int = 0
+    max_version: int = 0
+    generate_s: float = 0.0
+    exec_s: float = 0.0
+
+
+class TrajectoryRecord(Message):
+    rollout_id: str
+    task_id: str
+    level: int
+    demo_level: bool
+    status: Literal["scored", "failed", "cancelled"]
+    reason: str = ""
+    reward: float = 0.0
+    passed: bool = False
+    attempts: int = 1
+    turns: list[TurnRecord] = msgspec.field(default_factory=list)
+    requested_at: float = 0.0
+    finished_at: float = 0.0
+    queue_wait_s: float = 0.0
+    acquire_s: float = 0.0
+    generate_s: float = 0.0
+    exec_s: float = 0.0
+    evaluate_s: float = 0.0
+    learner_wait_s: float | None = None
+    consumed_version: int | None = None
+    wall: float = 0.0  # Unix time of the terminal event
+
+
+class StepRecord(Message):
+    """The learner reached `version` (the step consumed `samples` model turns)."""
+
+    version: int
+    samples: int
+    reward_mean: float
+    pass_rate: float
+    wall: float
+    elapsed_s: float  # seconds into the RL phase (across resumes)
+    at: float = 0.0  # the run's loop clock, as the trajectory records' times
+    rollout_ids: list[str] = msgspec.field(default_factory=list)
+
+
+class EvalRecord(Message):
+    """A held-out evaluation: `stage` is after_sft, after_rl or sft_only_control."""
+
+    stage: str
+    version: int
+    result: dict[str, dict[str, float]]
+    tasks: int
+    seconds: float
+    wall: float
+
+
+RunRecord = TrajectoryRecord | StepRecord | EvalRecord

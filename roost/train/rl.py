@@ -1,0 +1,336 @@
+"""The RL phase: one supervision tree of scheduler, episode workers, generator, collector,
+learner and recorder, fed with GRPO groups of training tasks until the time budget, the
+version limit or a stop; then a drain that leaves every requested rollout with exactly one
+terminal record and the learner checkpointed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import structlog
+
+from actors._grpo import LossConfig
+from actors.generator import Generator, GeneratorClient, GeneratorConfig
+from actors.learner import Checkpoint, GetLearnerStatistics, Learner, LearnerConfig
+from actors.recorder import Flush
+from actors.rollouts import RolloutRequest
+from actors.scheduler import GetStatistics, SandboxFreed, Scheduler, SchedulerConfig
+from policies.scheduling import make_policy as make_scheduling_policy
+from policies.transformer import TransformerPolicy
+from roost.train.book import TrainBook
+from roost.train.collector import (
+    Collector,
+    FlushPending,
+    LearnerStepped,
+    RunCounts,
+    SyncCollector,
+)
+from roost.train.config import TrainConfig
+from roost.train.episode import EpisodeStore, EpisodeWorker
+from roost.train.records import TrajectoryRecord
+from roost.train.task_source import TaskSource
+from runtime import ActorRef, ActorSystem
+from sandboxes.pool import SandboxPool
+from tasks import Task
+
+__all__ = ["RLOutcome", "RLPhase"]
+
+_log = structlog.get_logger("roost.train.rl")
+ASK_TIMEOUT_S = 600.0
+
+
+@dataclasses.dataclass
+class RLOutcome:
+    version: int
+    elapsed_s: float  # RL wall seconds, across resumes
+    requested: int  # in this segment
+    interrupted: bool
+    learner: dict[str, Any]
+    generator_tokens: int = 0
+
+
+class RLPhase:
+    """Wires and runs the RL phase inside an entered `ActorSystem` and `SandboxPool`."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        *,
+        system: ActorSystem,
+        pool: SandboxPool,
+        source: TaskSource,
+        gen_policy: TransformerPolicy,
+        learn_policy: TransformerPolicy,
+        reference: TransformerPolicy | None,
+        resume: Checkpoint | None,
+        recorder: ActorRef,
+        checkpoint_dir: Path,
+        segment: int,
+        elapsed_before_s: float,
+        counts: RunCounts,
+        stop: anyio.Event,
+        on_version: Callable[[int], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.system = system
+        self.pool = pool
+        self.source = source
+        self.gen_policy = gen_policy
+        self.learn_policy = learn_policy
+        self.reference = reference
+        self.resume = resume
+        self.recorder = recorder
+        self.checkpoint_dir = checkpoint_dir
+        self.segment = segment
+        self.elapsed_before_s = elapsed_before_s
+        self.counts = counts
+        self.stop = stop
+        self.on_version = on_version
+        self.tasks: dict[str, Task] = {}
+        self.open: dict[str, RolloutRequest] = {}
+        self.done = anyio.Event()
+        self._started = 0.0
+        self._learner: list[Learner] = []
+        blob = resume.curriculum if resume is not None else b""
+        state = json.loads(blob) if blob else {}
+        self.next_index: dict[int, int] = {int(k): v for k, v in state.get("next", {}).items()}
+        self.group_seq = 0
+        self.requested_ids: set[str] = set()
+        self._seen_consumed: set[str] = set(resume.consumed) if resume is not None else set()
+
+    # -- the clock and the stop rule -------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        if not self._started:
+            return self.elapsed_before_s
+        return self.elapsed_before_s + time.perf_counter() - self._started
+
+    def _published(self, version: int) -> None:
+        # Called in the learner's handler right after the step: its consumed set holds exactly
+        # the samples of every step up to `version`.
+        consumed = self._learner[0].core.consumed
+        fresh = sorted(consumed - self._seen_consumed)
+        self._seen_consumed = set(consumed)
+        self.collector.try_tell(LearnerStepped(version=version, sample_ids=fresh))
+        self.scheduler.try_tell(SandboxFreed())  # the gate may have reopened
+        if self.on_version is not None:
+            self.on_version(version)
+        limit = self.config.rl.max_versions
+        if limit and version >= limit:
+            self.done.set()
+
+    def _task_of(self, task_id: str) -> Task:
+        return self.tasks[task_id]
+
+    # -- running ---------------------------------------------------------------------------------
+
+    async def run(self) -> RLOutcome:
+        cfg = self.config
+        system = self.system
+        book = TrainBook(cfg.learner.k, cfg.learner.batch_size)
+        store = EpisodeStore()
+        gen = system.spawn(
+            lambda: Generator(
+                self.gen_policy,
+                GeneratorConfig(
+                    max_batch=cfg.generator.max_batch,
+                    max_wait_s=cfg.generator.max_wait_s,
+                    max_new_tokens=cfg.model.max_new_tokens,
+                    temperature=cfg.model.temperature,
+                    chunk_tokens=cfg.generator.chunk_tokens,
+                    seed=cfg.seed * 1009 + self.segment,
+                ),
+            ),
+            name="generator",
+            mailbox_size=65536,
+        )
+        learner_config = LearnerConfig(
+            batch_size=cfg.learner.batch_size,
+            lr=cfg.learner.lr,
+            correction=cfg.learner.correction,
+            loss=LossConfig(kl_coef=cfg.learner.kl_coef, temperature=cfg.model.temperature),
+            k=cfg.learner.k,
+            checkpoint_every=cfg.learner.checkpoint_every,
+            checkpoint_dir=str(self.checkpoint_dir),
+            keep_checkpoints=cfg.learner.keep_checkpoints,
+            seed=cfg.seed,
+        )
+
+        def make_learner() -> Learner:
+            learner = Learner(
+                self.learn_policy,
+                learner_config,
+                book=book,
+                generator=gen,
+                reference=self.reference,
+                resume=self.resume if not self._learner else None,
+                on_published=self._published,
+            )
+            self._learner[:] = [learner]
+            return learner
+
+        learner = system.spawn(make_learner, name="learner", mailbox_size=65536)
+        self.collector = system.spawn(
+            lambda: Collector(
+                store=store,
+                book=book,
+                learner=learner,
+                recorder=self.recorder,
+                task_of=self._task_of,
+                is_demo_level=self.source.is_demo_level,
+                group_size=cfg.episode.group_size,
+                counts=self.counts,
+                rl_clock=self.elapsed,
+                open_rollouts=self.open,
+                skip_no_signal=cfg.learner.skip_equal_reward_groups,
+            ),
+            name="collector",
+            mailbox_size=65536,
+        )
+        client = GeneratorClient(gen, timeout_s=cfg.episode.deadline_s)
+        room = cfg.model.max_len - cfg.model.max_new_tokens
+        workers = [
+            system.spawn(
+                lambda: EpisodeWorker(
+                    task_of=self._task_of,
+                    client=client,
+                    book=book,
+                    store=store,
+                    max_turns=cfg.episode.max_turns,
+                    prompt_room=room,
+                ),
+                name=f"worker-{i}",
+                mailbox_size=1,
+            )
+            for i in range(cfg.scheduler.workers)
+        ]
+        self.scheduler = system.spawn(
+            lambda: Scheduler(
+                pool=self.pool,
+                workers=workers,
+                sink=self.collector,
+                policy=make_scheduling_policy(cfg.scheduler.policy),
+                config=SchedulerConfig(max_retries=cfg.scheduler.max_retries, seed=cfg.seed),
+                gate=book,
+            ),
+            name="scheduler",
+            mailbox_size=65536,
+        )
+        system.metrics.gauge("train.version", lambda: float(book.version))
+        system.metrics.gauge("train.rl_elapsed_s", self.elapsed)
+        self._started = time.perf_counter()
+        budget = cfg.rl.time_budget_s - self.elapsed_before_s
+        interrupted = False
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._feed)
+            with anyio.move_on_after(max(0.0, budget)):
+                async with anyio.create_task_group() as waiters:
+
+                    async def until(event: anyio.Event) -> None:
+                        await event.wait()
+                        waiters.cancel_scope.cancel()
+
+                    waiters.start_soon(until, self.done)
+                    waiters.start_soon(until, self.stop)
+            interrupted = self.stop.is_set() and not self.done.is_set()
+            book.close()
+            group.cancel_scope.cancel()
+        elapsed = self.elapsed()
+        await self._drain()
+        stats = await learner.ask(GetLearnerStatistics(), timeout=ASK_TIMEOUT_S)
+        await self.collector.ask(FlushPending(), timeout=ASK_TIMEOUT_S)
+        await self._checkpoint()
+        await self.recorder.ask(Flush(), timeout=ASK_TIMEOUT_S)
+        gen_tokens = int(system.metrics.counter("generator.tokens").value)
+        return RLOutcome(
+            version=stats.version,
+            elapsed_s=elapsed,
+            requested=len(self.requested_ids),
+            interrupted=interrupted,
+            learner={
+                "steps": stats.steps,
+                "samples": stats.samples,
+                "dropped_stale": stats.dropped_stale,
+                "duplicates": stats.duplicates,
+                "staleness": {str(k): v for k, v in stats.staleness.items()},
+                "max_staleness": stats.max_staleness,
+                "idle_fraction": stats.idle_fraction,
+            },
+            generator_tokens=gen_tokens,
+        )
+
+    # -- feeding ---------------------------------------------------------------------------------
+
+    async def _feed(self) -> None:
+        """Keep enough requests waiting that the gate, not the queue, decides what starts."""
+        cfg = self.config
+        rng = random.Random(cfg.seed * 7 + self.segment)
+        group_size = cfg.episode.group_size
+        target = cfg.scheduler.workers + 2 * group_size
+        while True:
+            while len(self.open) >= target:
+                await self.counts.progress.wait()
+            level = rng.choice(self.source.levels)
+            task, self.next_index[level] = self.source.train_task(
+                level, self.next_index.get(level, 0)
+            )
+            self.tasks[task.id] = task
+            group_id = f"s{self.segment}-g{self.group_seq}"
+            self.group_seq += 1
+            for member in range(group_size):
+                request = RolloutRequest(
+                    rollout_id=f"{group_id}/{member}",
+                    task_id=task.id,
+                    runtime=cfg.sandbox.runtime,
+                    max_steps=cfg.episode.max_turns,
+                    deadline_s=cfg.episode.deadline_s,
+                )
+                self.open[request.rollout_id] = request
+                self.requested_ids.add(request.rollout_id)
+                self.counts.requested += 1
+                await self.scheduler.tell(request)
+
+    # -- draining --------------------------------------------------------------------------------
+
+    async def _drain(self) -> None:
+        """Let running episodes finish (admission is closed); what never started, or outlives
+        the drain timeout, is recorded as cancelled."""
+        with anyio.move_on_after(self.config.rl.drain_timeout_s):
+            # Polling while the run winds down: the scheduler's books are the one complete
+            # view of what still runs, and this interval plays no part in any figure.
+            while (await self.scheduler.ask(GetStatistics(), timeout=ASK_TIMEOUT_S)).in_flight:  # noqa: ASYNC110
+                await anyio.sleep(0.2)
+        await self.collector.ask(SyncCollector(), timeout=ASK_TIMEOUT_S)
+        leftovers = sorted(self.open)
+        for rollout_id in leftovers:
+            request = self.open.pop(rollout_id)
+            task = self.tasks[request.task_id]
+            record = TrajectoryRecord(
+                rollout_id=rollout_id,
+                task_id=request.task_id,
+                level=task.level,
+                demo_level=self.source.is_demo_level(task.level),
+                status="cancelled",
+                reason="run ended: the rollout had not finished",
+                wall=time.time(),
+            )
+            self.counts.cancelled += 1
+            self.counts.failures["run ended"] = self.counts.failures.get("run ended", 0) + 1
+            await self.recorder.tell(record)
+        self.counts.wake()
+
+    async def _checkpoint(self) -> None:
+        learner = self._learner[0]
+        learner.core.curriculum = json.dumps({"next": self.next_index}).encode()
+        with anyio.fail_after(ASK_TIMEOUT_S):
+            path = await anyio.to_thread.run_sync(learner.core.save, self.checkpoint_dir)
+        _log.info("checkpoint_saved", path=str(path), version=learner.core.version)

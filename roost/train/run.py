@@ -1,0 +1,375 @@
+"""`train`: the composition root of `roost train`. Phases, in order, each skipped on resume
+when `progress.json` says it is done:
+
+1. SFT warm start on the demonstration levels (`checkpoints/sft.pt`);
+2. held-out evaluation after SFT;
+3. RL (`roost/train/rl.py`), resumed from the newest learner checkpoint;
+4. held-out evaluation after RL;
+5. with `control`, an SFT-only control: SFT continued from `sft.pt` for the RL phase's wall
+   time, then the same held-out evaluation;
+6. `summary.json` and the report.
+
+A stop (Ctrl-C) drains the phase that is running, checkpoints, writes the summary so far and
+returns; `--resume` continues from there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import msgspec
+import structlog
+
+from actors.learner import Checkpoint, load_checkpoint
+from actors.recorder import Flush, Recorder
+from policies.transformer import TransformerPolicy
+from roost.train.collector import RunCounts
+from roost.train.config import TrainConfig
+from roost.train.evaluation import evaluate_heldout
+from roost.train.phases import SFTStopped, load_weights, make_policy, run_sft, save_weights
+from roost.train.records import EvalRecord
+from roost.train.rl import RLPhase
+from roost.train.rundir import RunDir
+from roost.train.summary import write_summary
+from roost.train.task_source import TaskSource
+from roost.train.view import Dashboard
+from runtime import ActorRef, ActorSystem
+from runtime.config import dump_config
+from sandboxes._errors import SandboxConfigError, SandboxInfraError
+from sandboxes._spec import SandboxSpec
+from sandboxes.factory import create_sandbox
+from sandboxes.pool import SandboxPool
+from tasks import lease_within
+
+__all__ = ["TrainError", "TrainHooks", "train"]
+
+_log = structlog.get_logger("roost.train")
+MiB = 1024 * 1024
+PREFLIGHT_TIMEOUT_S = 120.0
+WEIGHTS_TIMEOUT_S = 600.0
+T = TypeVar("T")
+
+
+@dataclasses.dataclass
+class TrainHooks:
+    """Ways in for the CLI and the tests: a stop event, and a callback per learner version."""
+
+    stop: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    on_version: Callable[[int], None] | None = None
+    dashboard: Dashboard | None = None
+
+
+async def train(
+    config: TrainConfig, run_dir: Path, *, hooks: TrainHooks | None = None
+) -> dict[str, Any]:
+    """Run (or resume) the experiment in `run_dir`; returns the summary.
+
+    :raises TrainError: the experiment cannot run as configured (checked before training).
+    """
+    try:
+        return await _train(config, run_dir, hooks)
+    except BaseExceptionGroup as group:  # task groups wrap what they raise
+        matched, _ = group.split(TrainError)
+        if matched is None:
+            raise
+        first: BaseException = matched
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise first from None
+
+
+async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -> dict[str, Any]:
+    hooks = hooks or TrainHooks()
+    segment_started = time.perf_counter()
+    run = RunDir(run_dir)
+    run.create()
+    if not run.config.exists():
+        run.config.write_text(dump_config(config))
+    progress = run.read_progress()
+    progress["segment"] = int(progress.get("segment", -1)) + 1
+    run.write_progress(progress)
+    # Building task sets (thousands of procedural tasks) is CPU work: off the loop.
+    source = await anyio.to_thread.run_sync(lambda: TaskSource(config.tasks, base_dir=run.root))
+    heldout = source.heldout()
+    counts = RunCounts()
+    board = hooks.dashboard or Dashboard(config, counts, live=False)
+    board.counts = counts
+    stop_flag = threading.Event()
+
+    async def relay_stop() -> None:
+        await hooks.stop.wait()
+        stop_flag.set()
+        board.phase = "stopping"
+
+    system = ActorSystem(
+        lag_interval=0.1,
+        metrics_path=run.metrics,
+        metrics_interval=config.view.metrics_interval_s,
+        stop_timeout=30.0,
+    )
+    spec = SandboxSpec(
+        backend=config.sandbox.backend,
+        runtime=config.sandbox.runtime,
+        cpus=config.sandbox.cpus,
+        memory=config.sandbox.memory_mb * MiB,
+    )
+    pool = SandboxPool(
+        lambda key: create_sandbox(_spec_for(spec, key)),
+        capacity=config.sandbox.pool_capacity,
+        metrics=system.metrics,
+    )
+    policy = make_policy(config.model, seed=config.seed)
+    prompt_room = config.model.max_len - config.model.max_new_tokens
+    board.model = f"{policy.num_parameters() / 1e6:.2f}M parameters"
+    async with pool, system, anyio.create_task_group() as background:
+        await _preflight(pool, config.sandbox.runtime)
+        background.start_soon(relay_stop)
+        background.start_soon(board.run, system, pool)
+        recorder = system.spawn(lambda: Recorder(run.log), name="recorder", mailbox_size=65536)
+
+        async def evaluate(stage: str, weights: TransformerPolicy) -> None:
+            if stage in progress.get("evals", {}) or hooks.stop.is_set():
+                return
+            board.phase = f"eval {stage}"
+            started = time.perf_counter()
+            result, details = await evaluate_heldout(
+                weights,
+                heldout,
+                pool=pool,
+                key=config.sandbox.runtime,
+                demo_levels=source.demo_levels,
+                max_turns=config.eval.max_turns,
+                max_new_tokens=config.model.max_new_tokens,
+                prompt_room=prompt_room,
+                temperature=config.eval.sampled_temperature,
+                concurrency=config.eval.concurrency,
+                seed=config.seed,
+            )
+            progress.setdefault("evals", {})[stage] = {"result": result, **details}
+            run.write_progress(progress)
+            await recorder.tell(
+                EvalRecord(
+                    stage=stage,
+                    version=weights.version,
+                    result={
+                        k: {m: v for m, v in r.items() if v is not None} for k, r in result.items()
+                    },
+                    tasks=len(heldout),
+                    seconds=time.perf_counter() - started,
+                    wall=time.time(),
+                )
+            )
+            _log.info("heldout", stage=stage, result=result)
+
+        # 1. the warm start
+        if config.model.init:
+            await _off_loop(load_weights, policy, Path(config.model.init), version=0)
+        if run.sft_weights.exists():
+            await _off_loop(load_weights, policy, run.sft_weights, version=0)
+        elif config.sft.enabled:
+            board.phase = "sft"
+            board.phase_started = time.perf_counter()
+            board.phase_budget = config.sft.time_budget_s
+            pairs = await anyio.to_thread.run_sync(source.demos)
+            try:
+                result = await anyio.to_thread.run_sync(
+                    lambda: run_sft(
+                        policy,
+                        pairs,
+                        config.sft,
+                        seed=config.seed,
+                        time_budget_s=config.sft.time_budget_s,
+                        stop=stop_flag,
+                        progress=board.sft_progress,
+                    )
+                )
+            except SFTStopped:
+                _log.info("stopped_during_sft")
+            else:
+                policy.version = 0
+                await _off_loop(save_weights, policy, run.sft_weights)
+                progress["sft"] = {
+                    "steps": result.steps,
+                    "seconds": result.seconds,
+                    "loss_first": result.losses[0],
+                    "loss_last": result.losses[-1],
+                    "pairs": len(pairs),
+                }
+                run.write_progress(progress)
+        else:
+            await _off_loop(save_weights, policy, run.sft_weights)
+        if not hooks.stop.is_set():
+            # 2. held-out after SFT
+            await evaluate("after_sft", policy)
+            # 3. RL
+            if not progress.get("rl", {}).get("done"):
+                await _rl_phase(
+                    config, run, progress, system, pool, source, recorder, counts, hooks, board
+                )
+            # 4. held-out after RL
+            final = await _off_loop(_latest_policy, config, run)
+            if final is not None and progress.get("rl", {}).get("done"):
+                await evaluate("after_rl", final)
+            # 5. the SFT-only control, for the RL phase's wall time
+            if config.control and progress.get("rl", {}).get("done") and not hooks.stop.is_set():
+                await _control(config, run, progress, source, stop_flag, board, evaluate)
+        await recorder.ask(Flush(), timeout=60)
+        board.phase = "summary"
+        progress["wall_s"] = float(progress.get("wall_s", 0.0)) + (
+            time.perf_counter() - segment_started
+        )
+        run.write_progress(progress)
+        snapshot = system.metrics.snapshot()
+        summary = await anyio.to_thread.run_sync(write_summary, run, config, progress, snapshot)
+        background.cancel_scope.cancel()
+    board.finish(summary)
+    return summary
+
+
+class TrainError(RuntimeError):
+    """The experiment cannot run as configured (for example, its sandbox backend is unusable)."""
+
+
+async def _preflight(pool: SandboxPool, key: str) -> None:
+    """One sandbox started and a trivial command run in it, before minutes of SFT are spent.
+
+    :raises TrainError: the backend cannot start a sandbox or run python3 in it.
+    """
+    try:
+        lease = await lease_within(pool, key, PREFLIGHT_TIMEOUT_S)
+    except (SandboxInfraError, SandboxConfigError) as exc:
+        raise TrainError(f"sandbox: cannot make a {key!r} sandbox: {exc}") from None
+    healthy = False
+    try:
+        with anyio.fail_after(PREFLIGHT_TIMEOUT_S):
+            sandbox = await lease.ready()
+            result = await sandbox.exec(["python3", "-c", "pass"], timeout=30)
+        if result.infra_error is not None or result.exit_code != 0:
+            why = result.infra_error.message if result.infra_error else result.stderr[-300:]
+            raise TrainError(f"sandbox: python3 does not run in the sandbox: {why!r}")
+        healthy = True
+    except (SandboxInfraError, SandboxConfigError, TimeoutError) as exc:
+        raise TrainError(f"sandbox: the {key!r} sandbox did not start: {exc}") from None
+    finally:
+        lease.release(healthy=healthy)
+
+
+async def _off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Weights in and out (torch.save/load, a few MB) in a worker thread, with a deadline."""
+    with anyio.fail_after(WEIGHTS_TIMEOUT_S):
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+
+def _spec_for(spec: SandboxSpec, runtime: str) -> SandboxSpec:
+    return msgspec.structs.replace(spec, runtime=runtime)
+
+
+async def _rl_phase(
+    config: TrainConfig,
+    run: RunDir,
+    progress: dict[str, Any],
+    system: ActorSystem,
+    pool: SandboxPool,
+    source: TaskSource,
+    recorder: ActorRef,
+    counts: RunCounts,
+    hooks: TrainHooks,
+    board: Dashboard,
+) -> None:
+    resume: Checkpoint | None = None
+    if any(run.checkpoints.glob("ckpt-*.pt")):
+        resume = await _off_loop(load_checkpoint, run.checkpoints)
+    gen_policy = make_policy(config.model, seed=config.seed)
+    learn_policy = make_policy(config.model, seed=config.seed)
+    await _off_loop(load_weights, gen_policy, run.sft_weights, version=0)
+    await _off_loop(load_weights, learn_policy, run.sft_weights, version=0)
+    if resume is not None:
+        gen_policy.load_state_dict(resume.model, resume.version)
+    reference = None
+    if config.learner.kl_coef > 0:
+        reference = make_policy(config.model, seed=config.seed)
+        await _off_loop(load_weights, reference, run.sft_weights, version=0)
+    rl_progress = progress.setdefault("rl", {})
+    phase = RLPhase(
+        config,
+        system=system,
+        pool=pool,
+        source=source,
+        gen_policy=gen_policy,
+        learn_policy=learn_policy,
+        reference=reference,
+        resume=resume,
+        recorder=recorder,
+        checkpoint_dir=run.checkpoints,
+        segment=int(progress["segment"]),
+        elapsed_before_s=float(rl_progress.get("elapsed_s", 0.0)),
+        counts=counts,
+        stop=hooks.stop,
+        on_version=hooks.on_version,
+    )
+    board.phase = "rl"
+    board.rl = phase
+    outcome = await phase.run()
+    rl_progress["elapsed_s"] = outcome.elapsed_s
+    rl_progress["version"] = outcome.version
+    rl_progress["requested"] = int(rl_progress.get("requested", 0)) + outcome.requested
+    rl_progress["generator_tokens"] = (
+        int(rl_progress.get("generator_tokens", 0)) + outcome.generator_tokens
+    )
+    segments = rl_progress.setdefault("segments", [])
+    segments.append({"learner": outcome.learner, "interrupted": outcome.interrupted})
+    rl_progress["done"] = not outcome.interrupted
+    run.write_progress(progress)
+
+
+def _latest_policy(config: TrainConfig, run: RunDir) -> TransformerPolicy | None:
+    if not any(run.checkpoints.glob("ckpt-*.pt")):
+        return None
+    ckpt = load_checkpoint(run.checkpoints)
+    policy = make_policy(config.model, seed=config.seed)
+    policy.load_state_dict(ckpt.model, ckpt.version)
+    return policy
+
+
+async def _control(
+    config: TrainConfig,
+    run: RunDir,
+    progress: dict[str, Any],
+    source: TaskSource,
+    stop_flag: threading.Event,
+    board: Dashboard,
+    evaluate: Callable[[str, TransformerPolicy], Any],
+) -> None:
+    if "sft_only_control" in progress.get("evals", {}):
+        return
+    policy = make_policy(config.model, seed=config.seed)
+    await _off_loop(load_weights, policy, run.sft_weights, version=0)
+    budget = float(progress["rl"]["elapsed_s"])
+    board.phase = "control sft"
+    board.phase_started = time.perf_counter()
+    board.phase_budget = budget
+    try:
+        result = await anyio.to_thread.run_sync(
+            lambda: run_sft(
+                policy,
+                source.demos(),
+                config.sft,
+                seed=config.seed + 1,
+                time_budget_s=budget,
+                stop=stop_flag,
+                progress=board.sft_progress,
+            )
+        )
+    except SFTStopped:
+        return
+    progress["control"] = {"steps": result.steps, "seconds": result.seconds}
+    run.write_progress(progress)
+    await evaluate("sft_only_control", policy)

@@ -1,0 +1,105 @@
+"""`summary.json`: the run's figures, computed from the run log and `progress.json` (so that
+`roost report` can rebuild it, and a resumed run counts every segment).
+
+Keys: `heldout_pass_rate_after_sft`, `heldout_pass_rate_after_rl`,
+`heldout_pass_rate_sft_only_control` (null without the control), each
+``{"all": {"greedy": f, "sampled": f}, "demo_levels": {...}, "test_only_levels": {...}}``;
+`requested`, `scored`, `failed`, `cancelled` (requested = scored + failed + cancelled when
+`balanced`), `max_staleness_seen`, `throughput`, and more detail below them.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+from actors.recorder import read_records
+from roost.train.config import TrainConfig
+from roost.train.records import EvalRecord, RunRecord, StepRecord, TrajectoryRecord
+from roost.train.rundir import RunDir
+
+__all__ = ["load_run_records", "summarize", "write_summary"]
+
+
+def load_run_records(run: RunDir) -> tuple[list[Any], list[str]]:
+    """Every record of the run log, and problems met reading it (a torn tail, bad records)."""
+    records, report, bad = read_records(run.log, RunRecord)
+    problems = list(bad)
+    if report.torn:
+        problems.append(f"torn tail dropped: {report.reason}")
+    return records, problems
+
+
+def summarize(
+    run: RunDir, config: TrainConfig, progress: dict[str, Any], metrics: dict[str, Any]
+) -> dict[str, Any]:
+    records, problems = load_run_records(run)
+    trajectories = [r for r in records if isinstance(r, TrajectoryRecord)]
+    steps = [r for r in records if isinstance(r, StepRecord)]
+    statuses = collections.Counter(r.status for r in trajectories)
+    ids = collections.Counter(r.rollout_id for r in trajectories)
+    failures = collections.Counter(
+        (r.reason.split(":")[0].strip() or r.status) for r in trajectories if r.status != "scored"
+    )
+    staleness = collections.Counter(
+        r.consumed_version - 1 - min((t.min_version for t in r.turns), default=0)
+        for r in trajectories
+        if r.consumed_version is not None
+    )
+    rl = progress.get("rl", {})
+    learner_max = max(
+        (s["learner"].get("max_staleness", 0) for s in rl.get("segments", [])), default=0
+    )
+    evals = progress.get("evals", {})
+    rl_s = float(rl.get("elapsed_s", 0.0))
+    scored = statuses.get("scored", 0)
+    samples = sum(len(r.turns) for r in trajectories if r.status == "scored")
+    requested = int(rl.get("requested", 0))
+    return {
+        "heldout_pass_rate_after_sft": evals.get("after_sft", {}).get("result"),
+        "heldout_pass_rate_after_rl": evals.get("after_rl", {}).get("result"),
+        "heldout_pass_rate_sft_only_control": (
+            evals.get("sft_only_control", {}).get("result") if config.control else None
+        ),
+        "requested": requested,
+        "scored": scored,
+        "failed": statuses.get("failed", 0),
+        "cancelled": statuses.get("cancelled", 0),
+        "balanced": requested == len(trajectories) and all(n == 1 for n in ids.values()),
+        "max_staleness_seen": max(max(staleness, default=0), learner_max),
+        "throughput": {
+            "rollouts_per_s": scored / rl_s if rl_s else 0.0,
+            "samples_per_s": samples / rl_s if rl_s else 0.0,
+            "tokens_per_s": int(rl.get("generator_tokens", 0)) / rl_s if rl_s else 0.0,
+        },
+        "name": config.name,
+        "k": config.learner.k,
+        "versions": int(rl.get("version", 0)),
+        "learner_steps_logged": len(steps),
+        "rl_seconds": rl_s,
+        "sft": progress.get("sft"),
+        "control": progress.get("control"),
+        "wall_seconds": float(progress.get("wall_s", 0.0)),
+        "segments": int(progress.get("segment", 0)) + 1,
+        "staleness_histogram": {str(k): v for k, v in sorted(staleness.items())},
+        "failures_by_kind": dict(failures),
+        "heldout_by_level": {stage: e.get("by_level") for stage, e in evals.items()},
+        "heldout_tasks": max((e.get("tasks", 0) for e in evals.values()), default=0),
+        "scored_not_trained": sum(
+            r.status == "scored" and r.consumed_version is None for r in trajectories
+        ),
+        "train_pass_rate": (
+            sum(r.passed for r in trajectories if r.status == "scored") / scored if scored else 0.0
+        ),
+        "eval_records": sum(isinstance(r, EvalRecord) for r in records),
+        "log_problems": problems,
+        "loop_lag_p99_s": (metrics.get("loop_lag_s") or {}).get("p99"),
+    }
+
+
+def write_summary(
+    run: RunDir, config: TrainConfig, progress: dict[str, Any], metrics: dict[str, Any]
+) -> dict[str, Any]:
+    summary = summarize(run, config, progress, metrics)
+    run.write_json(run.summary, summary)
+    return summary

@@ -1,0 +1,111 @@
+"""The experiment's tasks: training streams per level, a fixed held-out set, demonstrations,
+and the text of each turn's prompt (the task, then the last attempt and why it failed).
+
+Held-out tasks are never trained on: procedural tasks are split by function digest (the same
+function never lands on both sides), a task file by a digest of each task id. Demonstrations
+(canonical solutions) are used only at the levels named in `tasks.demo_levels`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from roost.train.config import TasksConfig
+from tasks import ProceduralTasks, Task, Verdict, load_tasks
+
+__all__ = ["TaskSource", "first_prompt", "revision_prompt"]
+
+FEEDBACK_CHARS = 120
+
+
+def first_prompt(task: Task) -> str:
+    return task.prompt
+
+
+def revision_prompt(task: Task, attempt: str, verdict: Verdict) -> str:
+    """The task again, with the last attempt and the first failing test as comments: the
+    model writes the whole body anew (the program is always `prefix + body`)."""
+    tried = " ".join(line.strip() for line in attempt.strip().splitlines())[:FEEDBACK_CHARS]
+    why = " ".join((verdict.reason or "wrong answer").split())[:FEEDBACK_CHARS]
+    return f"{task.prompt}    # tried: {tried}\n    # failed: {why}\n"
+
+
+def _digest_percent(text: str) -> int:
+    return int(hashlib.blake2b(text.encode(), digest_size=4).hexdigest(), 16) % 100
+
+
+class TaskSource:
+    """Training tasks on demand, the held-out set, and demonstration pairs.
+
+    :raises ValueError: a task file with no usable training or held-out task.
+    :raises tasks.TaskFormatError: a malformed task file.
+    """
+
+    def __init__(self, config: TasksConfig, *, base_dir: Path | None = None) -> None:
+        self.config = config
+        self.levels = sorted(set(config.levels))
+        self.demo_levels = sorted(set(config.demo_levels))
+        self._procedural: ProceduralTasks | None = None
+        self._train: dict[int, list[Task]] = {}
+        self._heldout: dict[int, list[Task]] = {}
+        if config.source == "procedural":
+            self._procedural = ProceduralTasks(
+                seed=config.seed,
+                max_level=max(self.levels),
+                heldout_percent=config.heldout_percent,
+            )
+            for level in self.levels:
+                self._heldout[level] = self._procedural.take(
+                    level, config.heldout_per_level, split="heldout"
+                )
+        else:
+            path = Path(config.path)
+            if not path.is_absolute() and base_dir is not None and not path.exists():
+                path = base_dir / path
+            loaded = [t for t in load_tasks(path) if t.level in self.levels]
+            ranked = sorted(loaded, key=lambda t: _digest_percent(t.id))
+            held = [t for t in ranked if _digest_percent(t.id) < config.heldout_percent]
+            if not held and len(ranked) >= 2:
+                held = ranked[:1]  # a small file still gets one held-out task
+            train = [t for t in ranked if t not in held]
+            if not train or not held:
+                raise ValueError(
+                    f"tasks.path: {path} has {len(loaded)} tasks at levels {self.levels}; "
+                    "need at least one for training and one held out"
+                )
+            for task in train:
+                self._train.setdefault(task.level, []).append(task)
+            for task in held:
+                self._heldout.setdefault(task.level, []).append(task)
+            self.levels = sorted(self._train)
+
+    def train_task(self, level: int, index: int) -> tuple[Task, int]:
+        """The training task at or after `index` of `level`, and the index after it."""
+        if self._procedural is not None:
+            while True:
+                task = self._procedural.task(level, index)
+                index += 1
+                if self._procedural.split_of(task) == "train":
+                    return task, index
+        pool = self._train[level]
+        return pool[index % len(pool)], index + 1
+
+    def heldout(self) -> list[Task]:
+        return [task for level in sorted(self._heldout) for task in self._heldout[level]]
+
+    def demos(self) -> list[tuple[str, str]]:
+        """(prompt, canonical solution) pairs of training tasks at the demonstration levels."""
+        pairs: list[tuple[str, str]] = []
+        for level in self.demo_levels:
+            if self._procedural is not None:
+                tasks = self._procedural.take(level, self.config.demos_per_level, split="train")
+            else:
+                tasks = self._train.get(level, [])
+            pairs += [
+                (first_prompt(t), t.canonical_solution) for t in tasks if t.canonical_solution
+            ]
+        return pairs
+
+    def is_demo_level(self, level: int) -> bool:
+        return level in self.demo_levels

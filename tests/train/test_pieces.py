@@ -1,0 +1,79 @@
+"""The pure pieces of a training run: rewards, prompts, the task split, the report command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from policies.neural import Sample
+from policies.tokenizer import ByteTokenizer
+from roost.cli import cli
+from roost.train.collector import episode_reward
+from roost.train.config import TasksConfig
+from roost.train.episode import EpisodeTurn, encode_prompt
+from roost.train.task_source import TaskSource, revision_prompt
+from tasks import Verdict
+
+
+def _turn(passed: bool, score: float) -> EpisodeTurn:
+    verdict = Verdict(passed=passed, score=score, failure=None if passed else "agent")
+    return EpisodeTurn([1], Sample([2], [0.0], [0]), "x", verdict, 0.1, 0.1)
+
+
+def test_reward_is_one_for_a_first_turn_pass_less_for_later_and_partial_for_a_fail() -> None:
+    assert episode_reward([_turn(True, 1.0)]) == 1.0
+    assert episode_reward([_turn(False, 0.5), _turn(True, 1.0)]) == 0.9
+    assert episode_reward([_turn(False, 0.0), _turn(False, 0.5)]) == 0.25
+    assert episode_reward([]) == 0.0
+
+
+def test_revision_prompt_shows_the_attempt_and_the_failure_under_the_task() -> None:
+    source = TaskSource(TasksConfig(levels=[1], demo_levels=[1], heldout_per_level=1))
+    task, _ = source.train_task(1, 0)
+    verdict = Verdict(passed=False, score=0.0, failure="agent", reason="test_0: failed got 3")
+    prompt = revision_prompt(task, "    return x + 2\n", verdict)
+    assert prompt.startswith(task.prompt)
+    assert "# tried: return x + 2" in prompt
+    assert "# failed: test_0: failed got 3" in prompt
+
+
+def test_long_prompts_are_cut_from_the_left_to_fit() -> None:
+    tokenizer = ByteTokenizer()
+    ids = encode_prompt(tokenizer, "a" * 100 + "END", 10)
+    assert len(ids) == 10
+    assert ids[0] == tokenizer.bos
+    assert tokenizer.decode(ids).endswith("END")
+
+
+def test_heldout_tasks_are_never_training_tasks() -> None:
+    source = TaskSource(
+        TasksConfig(levels=[1, 2], demo_levels=[1], heldout_per_level=10, demos_per_level=5)
+    )
+    heldout_bodies = {t.canonical_solution for t in source.heldout()}
+    index = 0
+    for _ in range(300):
+        task, index = source.train_task(1 + index % 2, index)
+        assert task.canonical_solution not in heldout_bodies
+    assert all(prompt.startswith("def f(") for prompt, _ in source.demos()[:5])
+    assert {t.level for t in source.heldout()} == {1, 2}
+
+
+def test_report_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["report", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "not a roost train run directory" in result.output
+
+
+def test_sync_book_closes_admission_while_the_learner_steps() -> None:
+    from roost.train.book import TrainBook
+
+    book = TrainBook(0, 4)
+    assert book.admits(0)
+    assert book.may_step(0)
+    assert not book.admits(0), "a rollout starting now would reach the learner one version late"
+    book.version = 1  # published
+    assert book.admits(0)
+    asynchronous = TrainBook(2, 4)
+    assert asynchronous.may_step(0)
+    assert asynchronous.admits(0)

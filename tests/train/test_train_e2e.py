@@ -1,0 +1,121 @@
+"""`train` end to end on a tiny config: every file of the run directory, counts that add up,
+held-out pass rates of the specified shape, and records that carry timings and versions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from roost.train.config import TrainConfig
+from roost.train.records import EvalRecord, StepRecord, TrajectoryRecord
+from roost.train.report import PLOTS, build_report
+from roost.train.run import train
+from roost.train.rundir import RunDir
+from roost.train.summary import load_run_records
+
+pytestmark = pytest.mark.anyio
+
+SUMMARY_KEYS = {
+    "heldout_pass_rate_after_sft",
+    "heldout_pass_rate_after_rl",
+    "heldout_pass_rate_sft_only_control",
+    "requested",
+    "scored",
+    "failed",
+    "cancelled",
+    "max_staleness_seen",
+    "throughput",
+}
+
+
+def _check_rates(rates: object) -> None:
+    assert isinstance(rates, dict)
+    assert set(rates) == {"all", "demo_levels", "test_only_levels"}
+    for split in rates.values():
+        assert set(split) == {"greedy", "sampled"}
+        for value in split.values():
+            assert 0.0 <= value <= 1.0
+
+
+async def test_tiny_run_writes_every_file_and_the_counts_add_up(
+    tiny_config: TrainConfig, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    summary = await train(tiny_config, out)
+    build_report(out)
+    run = RunDir(out)
+    for path in (run.config, run.metrics, run.log, run.summary, run.report, run.sft_weights):
+        assert path.is_file(), path
+        assert path.stat().st_size > 0, path
+    assert list(run.checkpoints.glob("ckpt-*.pt"))
+    for plot in PLOTS:
+        assert (out / plot).stat().st_size > 0
+        assert plot in run.report.read_text()
+
+    on_disk = json.loads(run.summary.read_text())
+    assert set(on_disk) >= SUMMARY_KEYS
+    assert on_disk["requested"] == summary["requested"] > 0
+    assert on_disk["requested"] == on_disk["scored"] + on_disk["failed"] + on_disk["cancelled"]
+    assert on_disk["scored"] > 0
+    assert on_disk["balanced"]
+    _check_rates(on_disk["heldout_pass_rate_after_sft"])
+    _check_rates(on_disk["heldout_pass_rate_after_rl"])
+    assert on_disk["heldout_pass_rate_sft_only_control"] is None
+    assert 0 <= on_disk["max_staleness_seen"] <= tiny_config.learner.k
+    assert on_disk["versions"] >= tiny_config.rl.max_versions
+
+    records, problems = load_run_records(run)
+    assert problems == []
+    trajectories = [r for r in records if isinstance(r, TrajectoryRecord)]
+    assert len({r.rollout_id for r in trajectories}) == len(trajectories) == on_disk["requested"]
+    scored = [r for r in trajectories if r.status == "scored"]
+    for record in scored:
+        assert record.turns
+        assert record.generate_s > 0
+        assert record.exec_s > 0
+        assert record.generate_s == pytest.approx(sum(t.generate_s for t in record.turns))
+        for turn in record.turns:
+            assert 0 <= turn.min_version <= turn.max_version <= on_disk["versions"]
+    consumed = [r for r in scored if r.consumed_version is not None]
+    assert consumed
+    assert all(r.learner_wait_s is not None and r.learner_wait_s >= 0 for r in consumed)
+    versions = [r.version for r in records if isinstance(r, StepRecord)]
+    assert versions == list(range(1, on_disk["versions"] + 1))
+    assert {r.stage for r in records if isinstance(r, EvalRecord)} == {"after_sft", "after_rl"}
+
+    lines = [json.loads(line) for line in run.metrics.read_text().splitlines()]
+    assert any("actor.generator.mailbox_depth" in line for line in lines)
+    assert any("actor.learner.handler_s" in line for line in lines)
+
+
+async def test_report_rebuilds_from_the_run_directory(
+    tiny_config: TrainConfig, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    await train(tiny_config, out)
+    for plot in PLOTS:
+        (out / plot).unlink(missing_ok=True)
+    (out / "summary.json").unlink()
+    build_report(out)
+    assert all((out / plot).is_file() for plot in PLOTS)
+    assert json.loads((out / "summary.json").read_text())["scored"] > 0
+
+
+async def test_sync_run_never_trains_a_stale_sample(
+    tiny_config: TrainConfig, tmp_path: Path
+) -> None:
+    import msgspec
+
+    config = msgspec.structs.replace(
+        tiny_config, learner=msgspec.structs.replace(tiny_config.learner, k=0)
+    )
+    out = tmp_path / "run"
+    summary = await train(config, out)
+    assert summary["versions"] >= config.rl.max_versions
+    assert summary["max_staleness_seen"] == 0
+    progress = json.loads((out / "progress.json").read_text())
+    learner = progress["rl"]["segments"][0]["learner"]
+    assert learner["dropped_stale"] == 0
+    assert set(learner["staleness"]) == {"0"}
