@@ -12,9 +12,14 @@ import random
 import re
 from collections.abc import Mapping
 
-__all__ = ["CrashInjector", "InjectedCrash"]
+__all__ = ["CrashInjector", "InjectedCrash", "actor_role"]
 
 _INSTANCE_SUFFIX = re.compile(r"[-_.]?\d+$")
+
+
+def actor_role(name: str) -> str:
+    """An actor's name without its instance number: `worker-12` and `worker-3` are `worker`."""
+    return _INSTANCE_SUFFIX.sub("", name) or name
 
 
 class InjectedCrash(Exception):
@@ -41,9 +46,9 @@ class CrashInjector:
         self._rng = random.Random(seed)
 
     def __call__(self, actor_name: str, message: object) -> bool:
-        rate = self.rates.get(_INSTANCE_SUFFIX.sub("", actor_name))
+        role = actor_role(actor_name)
+        rate = self.rates.get(role)
         if not rate or isinstance(message, self.spare) or self._rng.random() >= rate:
             return False
-        role = _INSTANCE_SUFFIX.sub("", actor_name)
         self.crashes[role] = self.crashes.get(role, 0) + 1
         return True

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -11,13 +10,12 @@ from typing import Any
 import msgspec
 
 from roost.profile.model import PHASES, LearnerStep, RolloutTiming
+from runtime.faults import actor_role
 
 __all__ = ["Profile", "analyze"]
 
 #: Above this busy fraction an actor group is called saturated.
 SATURATED = 0.9
-
-_INSTANCE_SUFFIX = re.compile(r"[-_.]?\d+$")
 
 
 class Profile(msgspec.Struct, kw_only=True):
@@ -112,11 +110,6 @@ def _stacked(
     return [(i + 0.5) * width for i in range(bins)], means
 
 
-def actor_group(name: str) -> str:
-    """`worker-17` and `worker-3` are one group, `worker`: the profile speaks of roles."""
-    return _INSTANCE_SUFFIX.sub("", name) or name
-
-
 def _actor_series(metrics: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, list[float]]]:
     # Busy time between two snapshots is estimated as (handled since) x (mean handler time):
     # the runtime times a sample of handler calls, not every one, to stay cheap.
@@ -145,7 +138,7 @@ def _add_point(
         if not key.startswith("actor.") or not key.endswith(".handled"):
             continue
         name = key[len("actor.") : -len(".handled")]
-        group = actor_group(name)
+        group = actor_role(name)
         members[group] += 1
         handled = float(value) - float(before.get(key, 0.0) or 0.0)
         timing = after.get(f"actor.{name}.handler_s")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Actor, ActorSystem, handler
+from runtime import ActorSystem
 from runtime.faults import CrashInjector
 from tests.runtime._actors import Add, Counter, Crash, Read
 
@@ -43,26 +43,13 @@ async def test_without_keep_state_a_crash_starts_a_fresh_instance() -> None:
     assert starts == [1, 1]
 
 
-class Tally(Actor):
-    def __init__(self) -> None:
-        self.total = 0
-
-    @handler
-    def add(self, msg: Add) -> None:
-        self.total += msg.amount
-
-    @handler
-    def read(self, msg: Read) -> int:
-        return self.total
-
-
 async def test_injected_crashes_lose_exactly_the_dead_lettered_messages() -> None:
     injector = CrashInjector({"tally": 0.2}, seed=5, spare=(Read,))
     async with ActorSystem(
         lag_interval=None, max_restarts=1_000, fault_injector=injector
     ) as system:
         tallies = [
-            system.spawn(Tally, name=f"tally-{i}", keep_state=True, mailbox_size=512)
+            system.spawn(Counter, name=f"tally-{i}", keep_state=True, mailbox_size=512)
             for i in range(2)
         ]
         for tally in tallies:
