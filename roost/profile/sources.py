@@ -43,7 +43,8 @@ def load_run(run_dir: str | Path) -> RunInputs:
     rollouts_path = root / ROLLOUTS
     if not rollouts_path.exists():
         raise ProfileInputError(
-            f"{root}: no {ROLLOUTS}; run with --profile (roost train / roost stress) to record it"
+            f"{root}: no {ROLLOUTS}; `roost stress --profile DIR` records one, and a training "
+            "run writes it at its end (`roost report RUN_DIR` rewrites it from the run log)"
         )
     rollouts = read_jsonl(rollouts_path, _decoder(RolloutTiming))
     steps_path = root / LEARNER_STEPS
