@@ -16,7 +16,7 @@ import msgspec
 
 from actors.rollouts import RolloutRequest, StepTiming
 from runtime import Actor, ActorRef, Message, handler
-from sandboxes._errors import SandboxInfraError
+from sandboxes._errors import SandboxConfigError, SandboxInfraError
 from sandboxes._spec import ExecResult
 
 __all__ = ["Action", "ActionSource", "Assign", "Outcome", "SandboxWorker", "WorkerDone"]
@@ -93,13 +93,22 @@ class SandboxWorker(Actor):
                     t0 = anyio.current_time()
                     action = await self.actions.act(msg.request, step, last)
                     t1 = anyio.current_time()
-                    last = await sandbox.exec(action.command, timeout=action.timeout)
+                    try:
+                        last = await sandbox.exec(action.command, timeout=action.timeout)
+                    except SandboxConfigError as exc:
+                        # The action cannot be run as given (a NUL byte in an argument, an empty
+                        # command, a bad timeout): the agent's failure, shown to it as a shell
+                        # shows a command it cannot run.
+                        last = ExecResult(
+                            exit_code=126, stderr=f"roost: bad action: {exc}\n".encode()
+                        )
+                        reason = f"bad action: {exc}"
                     steps.append(StepTiming(t1 - t0, anyio.current_time() - t1))
                     if last.infra_error is not None:
                         outcome, reason, healthy = "infra", last.infra_error.message, False
                         break
                     if last.exit_code == 0:
-                        outcome = "passed"
+                        outcome, reason = "passed", ""
                         break
             if deadline.cancelled_caught:
                 # An exec may still be running in there: the sandbox is recycled, not reused.

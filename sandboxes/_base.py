@@ -32,6 +32,7 @@ from sandboxes._spec import ExecResult, SandboxSpec, check_env_entry
 log = structlog.get_logger(__name__)
 
 FILE_TIMEOUT_S = 60.0
+CLOSE_TIMEOUT_S = 90.0  # a container removal is one daemon call of at most 30 s, plus helpers
 MAX_FILE_BYTES = 64 * 1024 * 1024
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -89,8 +90,7 @@ class BaseSandbox(abc.ABC):
             await self._start()
         except BaseException:
             # Whatever was half-built must not leak, even when the start was cancelled.
-            with anyio.CancelScope(shield=True):
-                await self._close()
+            await self._close_within_deadline()
             self._state = "closed"
             raise
         self._state = "started"
@@ -100,9 +100,16 @@ class BaseSandbox(abc.ABC):
         if self._state == "closed":
             return
         self._state = "closed"
-        with anyio.CancelScope(shield=True):
-            await self._close()
+        await self._close_within_deadline()
         self._log.debug("sandbox.closed")
+
+    async def _close_within_deadline(self) -> None:
+        # Shielded, so a cancelled caller still cleans up; bounded, so a daemon that stopped
+        # answering cannot hang the caller (what is left behind, the reaper removes).
+        with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True) as scope:
+            await self._close()
+        if scope.cancelled_caught:
+            self._log.warning("sandbox.close_timed_out", seconds=CLOSE_TIMEOUT_S)
 
     async def reset(self) -> None:
         self._require_started()
@@ -160,6 +167,7 @@ class BaseSandbox(abc.ABC):
             env=full_env,
             cwd=workdir,
             output_limit=self._spec.output_limit,
+            agent=True,
         )
 
     async def _exec_checked(
@@ -171,6 +179,7 @@ class BaseSandbox(abc.ABC):
         env: dict[str, str],
         cwd: str,
         output_limit: int,
+        agent: bool = False,
     ) -> ExecResult:
         self._require_started()
         async with self._lock:
@@ -178,7 +187,13 @@ class BaseSandbox(abc.ABC):
             if self._broken is not None:
                 return ExecResult.infra(SandboxBrokenError(self._broken))
             return await self._run(
-                argv, stdin=stdin, timeout=timeout, env=env, cwd=cwd, output_limit=output_limit
+                argv,
+                stdin=stdin,
+                timeout=timeout,
+                env=env,
+                cwd=cwd,
+                output_limit=output_limit,
+                agent=agent,
             )
 
     def _environment(self, extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -259,9 +274,12 @@ class BaseSandbox(abc.ABC):
         env: dict[str, str],
         cwd: str,
         output_limit: int,
+        agent: bool = False,
     ) -> ExecResult:
         """Run one checked exec; the caller holds the exec lock. Never raises for program or
-        infrastructure failure: both are reported in the result."""
+        infrastructure failure: both are reported in the result. `agent` is true for a command
+        of the caller's (`exec`), false for the sandbox's own (file transfer, health check): only
+        an agent's command can be blamed for what happens to the sandbox while it runs."""
 
     @abc.abstractmethod
     async def _reset(self) -> None: ...

@@ -19,8 +19,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandboxes._spec import SandboxSpec
+from sandboxes._spec import MiB, SandboxSpec
 
+SHM_SIZE = 16 * MiB  # /dev/shm, as docker's default
 UNPRIVILEGED_UID = 65534  # "nobody": what sandboxed processes are on the host when roost is root
 _SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _ETC_FILES = (
@@ -126,12 +127,23 @@ def command_line(
         "--dev",
         "/dev",
         "--size",
+        str(SHM_SIZE),
+        "--tmpfs",
+        "/dev/shm",
+        "--remount-ro",
+        "/dev",
+        "--size",
         str(spec.disk),
         "--tmpfs",
         "/tmp",
         "--bind",
         str(layout.work),
         spec.workdir,
+        # Last of the mounts: bubblewrap's root tmpfs (`/`, `/etc`, any new top-level directory)
+        # becomes read-only, as /dev did above, so that the only writable paths are the work
+        # directory, /tmp and /dev/shm: size-limited tmpfs, emptied by every reset.
+        "--remount-ro",
+        "/",
         "--chdir",
         cwd,
         *([] if status_fd is None else ["--json-status-fd", str(status_fd)]),

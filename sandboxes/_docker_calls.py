@@ -35,3 +35,17 @@ async def daemon_call(what: str, *, timeout: float = DAEMON_TIMEOUT_S) -> AsyncI
         raise DaemonError(f"{what}: {message}", status=exc.status) from None
     except (aiohttp.ClientError, OSError) as exc:
         raise DaemonError(f"{what}: cannot reach the Docker daemon: {exc}", status=0) from None
+
+
+def docker_client() -> aiodocker.Docker:
+    """A client of the local daemon.
+
+    :raises DaemonError: (status 0) no daemon socket exists, for example while the daemon
+        restarts: aiodocker asserts then, and an assertion must not pass for a bug.
+    """
+    try:
+        return aiodocker.Docker()
+    except (AssertionError, ValueError, OSError) as exc:
+        raise DaemonError(
+            f"connect: cannot reach the Docker daemon: {exc or 'no daemon socket'}", status=0
+        ) from None

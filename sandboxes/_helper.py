@@ -32,6 +32,11 @@ class HelperLostError(SandboxBrokenError):
     """The exec helper stopped answering or broke the protocol; it must be replaced."""
 
 
+class HelperExitedError(HelperLostError):
+    """The helper's output ended: the helper process is gone (killed, crashed, or its sandbox
+    died). Who is to blame is for the backend to find out (`HelperSandbox`)."""
+
+
 class HelperTransport(Protocol):
     async def send(self, data: bytes) -> None: ...
 
@@ -59,6 +64,9 @@ class Helper:
         self._buffer = bytearray()
         self.alive = True
         self.pid = 0
+        self.command_running = False
+        """Between the helper's S (starting) and X (ended) frames of a run: a command was
+        running in the sandbox. Still true after the helper was lost during that command."""
 
     async def hello(self) -> None:
         """Wait for the helper's greeting. :raises HelperLostError: it never came."""
@@ -105,6 +113,7 @@ class Helper:
         await self._guarded(self._call(b"P", b""))
 
     async def _run(self, body: bytes, out: CappedBuffer, err: CappedBuffer) -> RunReply:
+        self.command_running = False
         await self._send(b"R", body)
         while True:
             kind, payload = await self._frame()
@@ -112,7 +121,10 @@ class Helper:
                 out.feed(payload)
             elif kind == b"E":
                 err.feed(payload)
+            elif kind == b"S":
+                self.command_running = True
             elif kind == b"X":
+                self.command_running = False
                 doc = json.loads(payload)
                 return RunReply(doc["status"], bool(doc["timed_out"]), bool(doc["clean"]))
             else:
@@ -172,5 +184,5 @@ class Helper:
             except (OSError, RuntimeError) as exc:
                 raise HelperLostError(f"exec helper: connection failed: {exc}") from None
             if not chunk:
-                raise HelperLostError("exec helper: it exited")
+                raise HelperExitedError("exec helper: it exited")
             buffer += chunk

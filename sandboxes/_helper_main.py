@@ -14,11 +14,14 @@ Frames are `kind (1 byte) | length (4 bytes, big endian) | payload`. Requests:
     L  load baseline: u32 header length, JSON {dirs}, tar bytes
                                     -> L JSON {errors}   (then a reset to it, as Z)
 
-Answers to R: any number of O (stdout) and E (stderr) chunks, then X JSON {status, timed_out,
-clean}. The contract is the backends' own: nothing outlives its exec (every process but PID 1
-and the helper is killed when the command ends or times out; a /proc scan, not kill(-1), which
-gVisor turns on PID 1 too), output beyond `limit` is counted, not sent, and a timeout kills the
-whole tree.
+Answers to R: S as the command is about to start, any number of O (stdout) and E (stderr)
+chunks, then X JSON {status, timed_out, clean}. S tells the host that a command was running if
+the helper dies before X: then the command is the suspect.
+
+The contract is the backends' own: nothing outlives its exec (every process but PID 1 and the
+helper is killed when the command ends or times out; a /proc scan, not kill(-1), which gVisor
+turns on PID 1 too), output beyond `limit` is counted, not sent, and a timeout kills the whole
+tree.
 """
 
 from __future__ import annotations
@@ -161,18 +164,20 @@ def run(body: bytes, wake: int) -> None:
         in_r, in_w = os.pipe()
     else:
         in_r, in_w = os.open("/dev/null", os.O_RDONLY), -1
+    # Before the spawn: once it returns, the command may already have killed us.
+    send(b"S")
     try:
         pid = spawn(req, (in_r, out_w, err_w))
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: text the OS cannot take (a surrogate)
         for fd in (in_r, in_w, out_w, err_w, out_r, err_r):
             if fd >= 0:
                 os.close(fd)
         name = req["argv"][0]
         if isinstance(exc, FileNotFoundError) and exc.filename in (None, name):
-            send(b"E", f"roost: {name}: command not found\n".encode())
+            send(b"E", f"roost: {name}: command not found\n".encode(errors="replace"))
             send_json(b"X", {"status": 127, "timed_out": False, "clean": True})
         else:
-            send(b"E", f"roost: cannot run {name}: {exc}\n".encode())
+            send(b"E", f"roost: cannot run {name}: {exc}\n".encode(errors="replace"))
             send_json(b"X", {"status": 126, "timed_out": False, "clean": True})
         return
     for fd in (in_r, out_w, err_w):

@@ -9,6 +9,18 @@ with everything it started.
 
 When the helper is lost (it died, broke the protocol, or an exec was cancelled half-way) it is
 killed with everything in the sandbox and a new one is opened at the next call.
+
+Who is to blame for a lost helper decides what the caller does next (retry elsewhere, or score
+the agent). The helper runs as the sandbox user, so the agent's own command can kill or stop it
+(`kill -9 -1`, `kill $PPID`, `kill -STOP -1`). So: a helper that was *killed by a signal*, or
+that missed its deadline because it is *stopped*, while a command of the caller's was running
+(the helper had said S, starting, and not yet X, ended), in a sandbox that is itself still up,
+was signalled by that command. The exec then returns an ordinary result (exit 137, SIGKILL, a
+note on stderr): the agent's failure, not an infrastructure one. The sandbox is marked tainted,
+so `validate` reports it and a pool destroys it instead of handing it out again. Every other
+loss is infrastructure: the helper died with no command running (or during the sandbox's own
+file and health-check commands), it crashed (exited with a status, not a signal), the sandbox
+itself was killed or stopped, the daemon failed, or the helper stopped answering while running.
 """
 
 from __future__ import annotations
@@ -23,7 +35,7 @@ import anyio
 
 from sandboxes._base import BaseSandbox
 from sandboxes._errors import SandboxBrokenError, SandboxInfraError
-from sandboxes._helper import Helper, HelperLostError
+from sandboxes._helper import Helper, HelperExitedError, HelperLostError
 from sandboxes._output import CappedBuffer
 from sandboxes._spec import ExecResult, status_to_exit
 
@@ -39,6 +51,7 @@ class HelperSandbox(BaseSandbox):
         super().__init__(*args, **kwargs)
         self._helper: Helper | None = None
         self._pristine: dict[str, Any] | None = None
+        self._tainted: str | None = None
 
     # --- what a backend provides ----------------------------------------------------------
 
@@ -53,6 +66,23 @@ class HelperSandbox(BaseSandbox):
     def _oom_kills(self) -> int:
         return 0
 
+    async def _helper_exit_status(self) -> int | None:
+        """How the lost helper ended, as seen inside a sandbox that is still up: the shell-style
+        status (128+N when signal N killed it). None when unknown, when it has not ended, or
+        when the sandbox itself was killed from outside; called before `_drop_helper`."""
+        return None
+
+    async def _helper_stopped(self) -> bool:
+        """Whether the helper, which missed its deadline, is stopped (SIGSTOP, SIGTSTP) in a
+        sandbox that is still up; called before `_drop_helper`."""
+        return False
+
+    @property
+    def tainted(self) -> str | None:
+        """Why this sandbox can no longer pass as fresh (a command killed or stopped its
+        helper), or None. It still runs commands; `validate` reports it."""
+        return self._tainted
+
     def _size_limited_dirs(self) -> list[str]:
         """Writable directories whose free space is the sandbox's own (a tmpfs)."""
         return self._writable_dirs()
@@ -66,7 +96,9 @@ class HelperSandbox(BaseSandbox):
     # --- shared ---------------------------------------------------------------------------
 
     def _writable_dirs(self) -> list[str]:
-        return [self._spec.workdir, "/tmp"]
+        """Every path the sandbox user can write (the root filesystem is read-only on every
+        backend): what a reset empties and validation compares; the work directory first."""
+        return [self._spec.workdir, "/tmp", "/dev/shm"]
 
     async def _helper_ready(self) -> Helper:
         if self._helper is None or not self._helper.alive:
@@ -84,6 +116,7 @@ class HelperSandbox(BaseSandbox):
         env: dict[str, str],
         cwd: str,
         output_limit: int,
+        agent: bool = False,
     ) -> ExecResult:
         started = time.monotonic()
         out, err = CappedBuffer(output_limit), CappedBuffer(output_limit)
@@ -101,11 +134,23 @@ class HelperSandbox(BaseSandbox):
                 if isinstance(exc, HelperLostError)
                 else HelperLostError(f"the exec helper did not answer within {KILL_GRACE_S}s")
             )
+            sent = None
             with anyio.CancelScope(shield=True):
                 result = await self._helper_lost(lost, out, err, started)
+                if (
+                    result.infra_error is not None
+                    and self._broken is None
+                    and agent
+                    and helper.command_running
+                ):
+                    sent = await self._signal_from_command(exc)
                 await self._drop_helper()
             if result.infra_error is not None and self._oom_kills() > oom_before:
                 return _oom_result(out, err, started)  # the kernel took the helper too
+            # Cleaning up after the helper proves that the sandbox itself is still up (a dead
+            # container cannot run the sweeper): only then can the command be to blame.
+            if sent is not None and self._broken is None:
+                return self._helper_signalled_by_command(sent, out, err, started)
             return result
         except BaseException:
             # Cancelled half-way: whatever the command started must not keep running.
@@ -134,6 +179,41 @@ class HelperSandbox(BaseSandbox):
             )
         exit_code, sig = status_to_exit(reply.status)
         return ExecResult(exit_code=exit_code, signal=sig, **common)
+
+    async def _signal_from_command(self, exc: BaseException) -> int | None:
+        """The signal the running command sent its helper, if the loss looks like that: the
+        helper was killed by a signal, or it is stopped (and so missed the deadline)."""
+        if isinstance(exc, HelperExitedError):
+            return _signal_of(await self._helper_exit_status())
+        if isinstance(exc, TimeoutError) and await self._helper_stopped():
+            return int(signal.SIGSTOP)
+        return None
+
+    def _helper_signalled_by_command(
+        self, sig: int, out: CappedBuffer, err: CappedBuffer, started: float
+    ) -> ExecResult:
+        """The command killed or stopped its helper: the command's failure (everything in the
+        sandbox has been killed since), and a sandbox that must not be reused."""
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        verb = "stopped" if sig == signal.SIGSTOP else "killed"
+        self._tainted = f"a command {verb} the exec helper ({name})"
+        self._log.info("sandbox.helper_signalled_by_command", signal=sig)
+        note = (
+            f"roost: the command {verb} the sandbox's exec helper ({name}); every process in "
+            "the sandbox was killed\n"
+        ).encode()
+        return ExecResult(
+            exit_code=128 + signal.SIGKILL,
+            signal=int(signal.SIGKILL),
+            stdout=out.value(),
+            stderr=err.value() + note,
+            stdout_truncated=out.truncated,
+            stderr_truncated=err.truncated,
+            duration_s=time.monotonic() - started,
+        )
 
     async def _run_via(
         self,
@@ -192,6 +272,8 @@ class HelperSandbox(BaseSandbox):
         async with self._lock:
             if self._broken is not None:
                 return [f"broken: {self._broken}"]
+            if self._tainted is not None:
+                return [f"tainted: {self._tainted}"]
             if self._pristine is None:
                 await self._record_pristine()
             return await self._compare_with_pristine()
@@ -243,6 +325,13 @@ class HelperSandbox(BaseSandbox):
             if answer["errors"]:
                 raise SandboxBrokenError(f"cannot restore the snapshot: {answer['errors'][:3]}")
             await self._record_pristine()
+
+
+def _signal_of(status: int | None) -> int | None:
+    """The signal a shell-style status says killed the process, or None."""
+    if status is None:
+        return None
+    return status_to_exit(status)[1]
 
 
 def _oom_result(out: CappedBuffer, err: CappedBuffer, started: float) -> ExecResult:

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Protocol, runtime_checkable
 
-import aiodocker
 import anyio
 import structlog
 
@@ -91,10 +90,15 @@ class DockerReaper:
         await self._reap(run_id=RUN_ID)
 
     async def _reap(self, *, run_id: str | None) -> None:
+        from sandboxes._docker_calls import docker_client
         from sandboxes._errors import SandboxInfraError
         from sandboxes._reaper import reap
 
-        docker = aiodocker.Docker()
+        try:
+            docker = docker_client()
+        except SandboxInfraError as exc:
+            _log.warning("pool.reap_failed", error=str(exc))
+            return
         try:
             await reap(docker, run_id=run_id, expired=True)
         except SandboxInfraError as exc:

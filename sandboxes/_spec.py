@@ -25,7 +25,7 @@ GiB = 1024 * MiB
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": KiB, "m": MiB, "g": GiB, "t": 1024 * GiB}
-_USER_RE = re.compile(r"^\d+(?::\d+)?$")
+_USER_RE = re.compile(r"\d+(?::\d+)?")  # fullmatch: `$` would accept "1000\n"
 _SIZE_FIELDS = ("memory", "disk", "output_limit")
 
 
@@ -99,7 +99,7 @@ class SandboxSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
             raise SandboxConfigError(
                 f"workdir: must be a normalized absolute path other than '/', got {wd!r}"
             )
-        if not _USER_RE.match(self.user):
+        if not _USER_RE.fullmatch(self.user):
             raise SandboxConfigError(f"user: expected 'uid' or 'uid:gid' digits, got {self.user!r}")
         for key, val in self.env.items():
             check_env_entry(key, val, what="env")

@@ -31,7 +31,7 @@ from aiodocker.execs import Exec
 from aiodocker.stream import Stream
 
 from sandboxes._cgroup import oom_kill_count
-from sandboxes._docker_calls import daemon_call
+from sandboxes._docker_calls import daemon_call, docker_client
 from sandboxes._docker_config import container_config, memory_events_file
 from sandboxes._docker_exec import SWEEP, StreamTransport
 from sandboxes._errors import (
@@ -49,7 +49,13 @@ from sandboxes._runtimes import image_tag
 from sandboxes._spec import ExecResult, SandboxSpec
 
 HELPER_START_TIMEOUT_S = 60.0
+STREAM_CLOSE_S = 10.0  # closing an attach stream or a client: local, but never unbounded
+# Exit 0 when process $1 is stopped (state T or t in /proc/$1/stat).
+_STOPPED_PROBE = (
+    'read -r st < "/proc/$1/stat" || exit 2; case ${st##*) } in [Tt]*) exit 0 ;; esac; exit 1'
+)
 KILL_GRACE_S = 10.0
+EXIT_WAIT_S = 2.0  # how long docker may take to record the exit status of a lost helper
 
 
 class DockerSandbox(HelperSandbox):
@@ -69,6 +75,7 @@ class DockerSandbox(HelperSandbox):
         self._container: DockerContainer | None = None
         self._oom_file: Path | None = None
         self._helper_stream: Stream | None = None
+        self._helper_exec: Exec | None = None
 
     @property
     def container_name(self) -> str:
@@ -76,7 +83,7 @@ class DockerSandbox(HelperSandbox):
 
     async def _start(self) -> None:
         if self._docker is None:
-            self._docker = aiodocker.Docker()
+            self._docker = docker_client()
         image = self._spec.image or image_tag(self._spec.runtime)
         if self._spec.network and self.oci_runtime == "runsc":
             raise SandboxConfigError("network: the gvisor backend runs without network")
@@ -116,6 +123,7 @@ class DockerSandbox(HelperSandbox):
         stream = execution.start(detach=False)
         transport = StreamTransport(stream)
         self._helper_stream = stream
+        self._helper_exec = execution
         helper = Helper(transport)
         try:
             async with daemon_call("attach exec helper"):
@@ -131,11 +139,12 @@ class DockerSandbox(HelperSandbox):
 
     async def _drop_helper(self) -> None:
         stream, self._helper_stream = self._helper_stream, None
+        self._helper_exec = None
         if self._helper is not None:
             self._helper.alive = False
         if stream is None:
             return
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception), anyio.move_on_after(STREAM_CLOSE_S):
             await stream.close()
         if self._container is None or self._broken is not None:
             return
@@ -194,6 +203,47 @@ class DockerSandbox(HelperSandbox):
         if not running:
             return await self._died_during_exec(out, err, started)
         return ExecResult.infra(exc, duration_s=time.monotonic() - started)
+
+    async def _helper_exit_status(self) -> int | None:
+        """The helper exec's exit code as docker records it (128+N for signal N), read while
+        the container still runs (`_helper_lost` has checked); None if docker cannot tell."""
+        execution = self._helper_exec
+        if execution is None:
+            return None
+        code: int | None = None
+        try:
+            with anyio.move_on_after(EXIT_WAIT_S):
+                while code is None:
+                    async with daemon_call("inspect exec helper"):
+                        info = await execution.inspect()
+                    if not info.get("Running") and info.get("ExitCode") is not None:
+                        code = int(info["ExitCode"])
+                    else:
+                        await anyio.sleep(0.01)
+            # A container killed from outside takes its helper with it: asked again after the
+            # helper's exit was recorded, docker knows whether the container went too.
+            if code is not None and not await self._is_running():
+                return None
+        except SandboxInfraError:
+            return None
+        return code
+
+    async def _helper_stopped(self) -> bool:
+        """Read the helper's state in /proc through a side exec (as the sandbox user)."""
+        if self._helper is None or self._container is None:
+            return False
+        try:
+            probe = await self._create_exec(
+                ["/bin/sh", "-c", _STOPPED_PROBE, "roost-probe", str(self._helper.pid)],
+                stdin=False,
+                env={},
+                cwd="/",
+            )
+            async with daemon_call("run helper probe"):
+                await probe.start(detach=True)
+            return await self._wait_exec(probe) == 0
+        except SandboxInfraError:
+            return False
 
     async def _wait_stopped(self) -> bool:
         """Block until the container stops (True); False if the daemon cannot tell us."""
@@ -290,7 +340,7 @@ class DockerSandbox(HelperSandbox):
         raise SandboxBrokenError("could not confirm that the timed-out processes are gone")
 
     async def _close(self) -> None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception), anyio.move_on_after(STREAM_CLOSE_S):
             if self._helper_stream is not None:
                 await self._helper_stream.close()
         self._helper_stream = None
@@ -304,7 +354,7 @@ class DockerSandbox(HelperSandbox):
                 self._log.warning("sandbox.remove_failed", error=str(exc))
         if self._owns_client and self._docker is not None:
             docker, self._docker = self._docker, None
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception), anyio.move_on_after(STREAM_CLOSE_S):
                 await docker.close()
 
 

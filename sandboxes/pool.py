@@ -187,7 +187,8 @@ class SandboxPool:
             await self._settled.wait()
 
     def on_idle(self, callback: Callable[[str], object]) -> None:
-        """Call `callback(key)` whenever a sandbox of `key` becomes idle (a scheduler wakes up)."""
+        """Call `callback(key)` whenever a sandbox of `key` becomes idle, or is destroyed (which
+        frees room for a new one): either can make `can_lease` true, so a scheduler wakes up."""
         self._on_idle.append(callback)
 
     # -- leasing --------------------------------------------------------------------------------
@@ -385,6 +386,8 @@ class SandboxPool:
         self._spawn(self._close, sandbox)
         self._notify_room()
         self._wake.set()
+        for callback in self._on_idle:
+            callback(key)
 
     def _notify_room(self) -> None:
         self._room.set()

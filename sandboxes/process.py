@@ -36,6 +36,7 @@ from sandboxes._spec import SandboxSpec
 
 HELPER_START_TIMEOUT_S = 30.0
 KILL_GRACE_S = 10.0  # how long a killed tree may take to disappear before we call it broken
+EXIT_WAIT_S = 2.0  # bubblewrap's init exits as soon as the helper does; wait this long for it
 MOUNT_TIMEOUT_S = 10.0
 
 
@@ -182,11 +183,28 @@ class ProcessSandbox(HelperSandbox):
         with contextlib.suppress(OSError):
             await proc.aclose()
 
+    async def _helper_exit_status(self) -> int | None:
+        """Bubblewrap ends with its child's status: 128+N when the helper inside was killed by
+        signal N. A negative return code means bubblewrap itself was killed (from the host)."""
+        proc = self._proc
+        if proc is None:
+            return None
+        with anyio.move_on_after(EXIT_WAIT_S):
+            await proc.wait()
+        code = proc.returncode
+        return code if code is not None and code >= 0 else None
+
+    async def _helper_stopped(self) -> bool:
+        if self._proc is None or self._helper is None:
+            return False
+        return _stopped_in_namespace(self._proc.pid, self._helper.pid)
+
     def _oom_kills(self) -> int:
         return self._cgroup.oom_kills() if self._cgroup is not None else 0
 
     def _size_limited_dirs(self) -> list[str]:
-        return self._writable_dirs() if self._mounted else ["/tmp"]
+        dirs = self._writable_dirs()
+        return dirs if self._mounted else dirs[1:]  # the work directory is a tmpfs only as root
 
     async def _close(self) -> None:
         await self._drop_helper()
@@ -205,6 +223,26 @@ class ProcessSandbox(HelperSandbox):
 
 
 _reaped: set[Path] = set()
+
+
+def _stopped_in_namespace(root: int, inner_pid: int) -> bool:
+    """Whether the descendant of host process `root` whose pid in its own namespace is
+    `inner_pid` (the helper, under bubblewrap's init) is stopped. A few small /proc reads."""
+    todo, looked = [root], 0
+    while todo and looked < 16:  # bubblewrap, its init, the helper: never deep
+        pid = todo.pop()
+        looked += 1
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        nspids = fields.get("NSpid", "").split()
+        if pid != root and len(nspids) > 1 and nspids[-1] == str(inner_pid):
+            return fields.get("State", "").strip()[:1] in ("T", "t")
+        todo.extend(int(child) for child in children)
+    return False
 
 
 def _reap_once(base_dir: Path) -> None:

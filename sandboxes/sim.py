@@ -72,6 +72,7 @@ class SimSandbox(BaseSandbox):
         env: dict[str, str],
         cwd: str,
         output_limit: int,
+        agent: bool = False,
     ) -> ExecResult:
         latency = self._profile.exec.sample(self._rng)
         if self._rng.random() < self._profile.exec_infra_failure_rate:

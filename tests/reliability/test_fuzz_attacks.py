@@ -18,13 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from actors.rollouts import RolloutFinished, RolloutRequest
 from actors.sandbox_worker import Action
 from roost.reliability.episodes import EpisodeDriver, ScriptedActions
 from sandboxes import SandboxSpec
-from sandboxes._spec import MiB
+from sandboxes import _helper_sandbox as helper_sandbox
+from sandboxes._spec import ExecResult, MiB
 from sandboxes.checks import _existing, _host_pids_with
 from sandboxes.factory import create_sandbox
 from sandboxes.pool import SandboxPool
@@ -175,9 +177,8 @@ async def test_fuzz_attacks_as_episode_actions_are_contained_and_scored_as_agent
     assert stats.balanced
     assert stats.retries == 0
     assert stats.failed == 0
-    # Agent failures cost no sandbox, except that `chmod 000 .` makes the process backend's
-    # reset fail, so that one sandbox is destroyed instead of reused (contained, but a cost).
-    assert pool_stats.quarantined <= 1
+    # Agent failures cost no sandbox: not even `chmod 000 .` defeats the reset.
+    assert pool_stats.quarantined == 0
 
     # Host side: nothing reached, nothing written, nothing left running.
     assert host["accepted"] == []
@@ -185,20 +186,85 @@ async def test_fuzz_attacks_as_episode_actions_are_contained_and_scored_as_agent
     assert _host_pids_with(MARK) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="process and docker backends: `kill -9 -1` from the agent kills the exec helper, "
-    "which reports an infrastructure failure (retried on a fresh sandbox) instead of an agent "
-    "failure; see docs/security.md",
+@pytest.fixture(params=["process", "docker", "gvisor"])
+def backend(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    require_backend(name)  # outside the event loop: it may ask dockerd
+    return name
+
+
+@pytest.mark.parametrize(
+    "attack", ["kill -9 -1; sleep 1; exit 0", "kill -STOP -1; exit 0"], ids=["kill", "stop"]
 )
-async def test_fuzz_attacks_kill_everything_is_scored_as_an_agent_failure() -> None:
-    require_backend("process")
-    actions = ScriptedActions({"kill": [Action(["sh", "-c", "kill -9 -1; sleep 1; exit 0"])]})
+async def test_fuzz_attacks_kill_everything_is_scored_as_an_agent_failure(
+    backend: str, attack: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kill -9 -1` kills the sandbox's exec helper too (it runs as the same user), and
+    `kill -STOP -1` stops it: that is the command's doing, so the episode fails on its first
+    attempt (no infra retry), and the sandbox it tainted fails validation and is destroyed
+    instead of being leased again."""
+    monkeypatch.setattr(helper_sandbox, "KILL_GRACE_S", 1.0)  # a stopped helper's deadline
+    spec = msgspec.structs.replace(SPEC, backend=backend)
+    actions = ScriptedActions(
+        {
+            "kill": [Action(["sh", "-c", attack], timeout=2)],
+            "honest": [Action(["sh", "-c", "echo ok > out && cat out"])],
+        }
+    )
     async with (
-        SandboxPool(lambda key: create_sandbox(SPEC), capacity=1) as pool,
+        SandboxPool(lambda key: create_sandbox(spec), capacity=1) as pool,
         EpisodeDriver(pool, actions, workers=1) as driver,
     ):
-        (record,) = await _run(driver, [RolloutRequest(rollout_id="k", task_id="kill")])
+        (record,) = await _run(
+            driver, [RolloutRequest(rollout_id="k", task_id="kill", max_steps=1)]
+        )
+        (honest,) = await _run(driver, [RolloutRequest(rollout_id="h", task_id="honest")])
         stats = await driver.statistics()
-    assert stats.balanced  # contained either way: the books balance, the run goes on
+        await pool.settle()
+        pool_stats = pool.statistics()
+    assert stats.balanced
+    assert (stats.retries, stats.failed) == (0, 0)
     assert (record.status, record.passed, record.attempts) == ("completed", False, 1)
+    assert (honest.status, honest.passed, honest.attempts) == ("completed", True, 1)
+    # The tainted sandbox was replaced: two starts, one validation failure, no quarantine.
+    assert (pool_stats.starts, pool_stats.validation_failures) == (2, 1)
+    assert pool_stats.quarantined == 0
+
+
+async def test_fuzz_attacks_a_nul_byte_in_an_action_is_an_agent_failure() -> None:
+    """A NUL byte cannot be passed in an argv: the model's action is refused as a shell refuses
+    a command it cannot run (exit 126, the reason on stderr, for the model to see), the episode
+    goes on, and it is scored, never recorded as an error or retried as infra."""
+    require_backend("process")
+    seen: list[ExecResult | None] = []
+
+    def script(request: RolloutRequest, step: int, last: ExecResult | None) -> Action:
+        seen.append(last)
+        if step == 0 or request.task_id == "nul-only":
+            return Action(["sh", "-c", "echo a\0b"])
+        return Action(["true"])
+
+    async with (
+        SandboxPool(lambda key: create_sandbox(SPEC), capacity=2) as pool,
+        EpisodeDriver(pool, ScriptedActions(default=script), workers=2) as driver,
+    ):
+        records = await _run(
+            driver,
+            [
+                RolloutRequest(rollout_id="once", task_id="nul-then-fix", max_steps=2),
+                RolloutRequest(rollout_id="only", task_id="nul-only", max_steps=1),
+            ],
+        )
+        stats = await driver.statistics()
+    by_id = {r.rollout_id: r for r in records}
+    assert (by_id["only"].status, by_id["only"].passed, by_id["only"].attempts) == (
+        "completed",
+        False,
+        1,
+    )
+    assert (by_id["once"].status, by_id["once"].passed) == ("completed", True)
+    (refused,) = [r for r in seen if r is not None]
+    assert refused.exit_code == 126
+    assert b"bad action" in refused.stderr
+    assert b"NUL byte" in refused.stderr
+    assert (stats.retries, stats.failed) == (0, 0)

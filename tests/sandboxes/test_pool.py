@@ -335,3 +335,18 @@ async def test_a_warm_lease_released_unused_is_reset_for_reuse_not_destroyed() -
         stats = pool.statistics()
     assert again.id == first.id
     assert stats.destroyed == 0
+
+
+async def test_a_sandbox_destroyed_at_capacity_wakes_the_idle_listeners() -> None:
+    # A scheduler leases with `lease_nowait` when woken: room freed by a destroyed sandbox must
+    # wake it as an idle sandbox would, or a full pool would never start a replacement.
+    woken: list[str] = []
+    async with SandboxPool(Factory(leave_dirt=True), capacity=1) as pool:
+        pool.on_idle(woken.append)
+        async with pool.lease("python") as sandbox:
+            await sandbox.put_file("scratch", b"x")
+        await pool.settle()
+        stats = pool.statistics()
+        assert pool.can_lease("python")
+    assert stats.validation_failures == 1
+    assert woken == ["python"]

@@ -26,7 +26,7 @@ for p in os.listdir("/proc"):
             procs.append(open(f"/proc/{p}/cmdline", "rb").read().split(b"\\0")[0].decode())
         except OSError:
             pass
-roots = ("/work", "/tmp")
+roots = ("/work", "/tmp", "/dev/shm")
 files = sorted(os.path.join(d, n) for r in roots for d, ds, fs in os.walk(r) for n in ds + fs)
 print(sorted(procs), files, [os.statvfs(r).f_bavail for r in roots])
 print(os.getuid(), [oct(os.stat(r).st_mode) for r in roots], sorted(os.environ.items()))
@@ -34,7 +34,8 @@ print(os.getuid(), [oct(os.stat(r).st_mode) for r in roots], sorted(os.environ.i
 PROCESSES = "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"
 MAKE_A_MESS = (
     "echo changed > answer.txt; mkdir -p locked/deep; echo x > locked/deep/f; chmod 000 locked; "
-    "echo tmp > /tmp/leftover; head -c 100000000 /dev/zero > fill 2>/dev/null; "
+    "echo tmp > /tmp/leftover; echo shm > /dev/shm/leftover; "
+    "head -c 100000000 /dev/zero > fill 2>/dev/null; "
     "nohup sleep 600.75 >/dev/null 2>&1 & setsid sleep 600.75 >/dev/null 2>&1 & chmod 000 ."
 )
 
@@ -68,6 +69,32 @@ async def test_a_reused_sandbox_is_indistinguishable_from_a_fresh_one(backend: s
     assert b"python3" in before.stdout  # the look-around saw the sandbox's own processes
     assert after.stdout == before.stdout
     assert stats.validation_failures == 0
+
+
+# Try to create a file in each directory; print those where it worked.
+WRITABLE = """
+import os
+found = []
+for d in ("/", "/etc", "/dev", "/usr", "/var/tmp", "/run", "/home", "/root", "/opt", "/srv",
+          "/work", "/tmp", "/dev/shm"):
+    try:
+        with open(os.path.join(d, "roost-probe"), "w") as f:
+            f.write("x")
+        found.append(d)
+    except OSError:
+        pass
+print(" ".join(found))
+"""
+
+
+async def test_only_the_reset_directories_are_writable(spec: SandboxSpec) -> None:
+    # The root filesystem is read-only on every backend: what a reset empties is all there is.
+    async with create_sandbox(spec) as sb:
+        assert isinstance(sb, HelperSandbox)
+        writable = await sb.exec(["python3", "-c", WRITABLE])
+        reset_dirs = sb._writable_dirs()
+    assert writable.exit_code == 0, writable
+    assert writable.stdout.decode().split() == reset_dirs == ["/work", "/tmp", "/dev/shm"]
 
 
 async def test_validation_catches_what_a_broken_reset_left_behind(backend: str) -> None:

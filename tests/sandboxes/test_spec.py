@@ -54,6 +54,8 @@ def test_spec_from_a_mapping_accepts_human_sizes() -> None:
         ({"pids": 2}, "pids"),
         ({"workdir": "work"}, "workdir"),
         ({"user": "root"}, "user"),
+        ({"user": "1000\n"}, "user"),
+        ({"user": "1000:1000\n"}, "user"),
         ({"memory": "lots"}, "memory"),
         ({"cpu": 2}, "cpu"),
     ],
