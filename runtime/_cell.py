@@ -3,7 +3,10 @@
 A cell is created once per spawned actor and owns the mailbox (a bounded anyio memory object
 stream). Each (re)start makes a fresh actor instance from the factory and serves the same
 mailbox, so `ActorRef`s stay valid and queued messages survive a restart; only the message being
-handled when the actor crashed is lost, and it goes to the dead-letter office.
+handled when the actor crashed is lost, and it goes to the dead-letter office, unless the actor
+was spawned with `redeliver=N`: then the restarted instance is handed that message again, up to
+N times in a row (at-least-once delivery, for actors whose handlers are idempotent), and only a
+message that crashes it N + 1 times goes to the dead letters.
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ current_cell: contextvars.ContextVar[ActorCell | None] = contextvars.ContextVar(
 
 #: Messages served back to back before the loop yields, so a busy actor cannot starve others.
 _YIELD_EVERY = 256
+#: ... or sooner, once its handlers have run this long without a wait: 256 dispatches of a
+#: scheduler at 40 us each held the loop 10 ms in one callback (scripts/probe_loop_lag.py).
+#: Checked on the sampled (timed) calls only, so it costs no extra clock reads.
+_YIELD_AFTER_S = 0.002
 #: Sentinels from `_receive_slowly`: the mailbox is closed and drained / look again.
 _END = object()
 _NOTHING = object()
@@ -92,6 +99,7 @@ class ActorCell:
         mailbox_size: int,
         restart: Restart,
         keep_state: bool = False,
+        redeliver: int = 0,
     ) -> None:
         from runtime.ref import ActorRef
 
@@ -103,6 +111,12 @@ class ActorCell:
         self.restart = restart
         self.keep_state = keep_state
         self._kept: Actor | None = None  # the crashed instance a keep_state restart resumes
+        if redeliver < 0:
+            raise ValueError(f"actor {name!r}: redeliver must be >= 0, got {redeliver}")
+        self.redeliver = redeliver
+        self._redo: Any = None  # a crashed message, served first by the restarted instance
+        self._redo_count = 0
+        self.redelivered = 0
         self.mailbox_size = mailbox_size
         self.send_stream, self._recv = anyio.create_memory_object_stream[Any](mailbox_size)
         self.ref = ActorRef(self)
@@ -140,6 +154,10 @@ class ActorCell:
         """Close the mailbox and dead-letter whatever is still in it; counts by message type."""
         self.close()
         dropped: dict[str, int] = {}
+        if self._redo is not None:  # a crashed message the actor will not be restarted to redo
+            message = self._bury(self._redo, reason, quiet=True)
+            self._redo = None
+            dropped[type(message).__name__] = 1
         while True:
             try:
                 item = self._recv.receive_nowait()
@@ -200,7 +218,8 @@ class ActorCell:
     async def _serve(self, instance: Actor) -> None:
         # The hot loop of the runtime: take without waiting while there is mail, wait only
         # when the mailbox is empty, time one handler call in _TIME_EVERY (a sampled histogram
-        # has the same percentiles and costs a sixteenth), and yield every _YIELD_EVERY.
+        # has the same percentiles and costs a sixteenth), and yield every _YIELD_EVERY, or after
+        # _YIELD_AFTER_S of handlers run back to back.
         recv = self._recv
         actor_type = type(instance)
         handlers = actor_type._handlers
@@ -211,9 +230,13 @@ class ActorCell:
         peek = self._peek if loop is not None else None
         inject = self.system.fault_injector
         served = 0
+        burst_began: float | None = None  # the first timed call since the last wait or yield
+        yield_due = False
         try:
             while True:
-                if peek is not None and not peek.waiting_senders:
+                if self._redo is not None:
+                    item, self._redo = self._redo, None
+                elif peek is not None and not peek.waiting_senders:
                     # Fast path on asyncio, reading anyio's stream state directly: with no sender
                     # blocked, receive_nowait() would only pop the buffer, and on an empty one it
                     # raises, and receive() checkpoints and builds an Event per wait. Popping,
@@ -222,6 +245,7 @@ class ActorCell:
                         item = peek.buffer.popleft()
                     elif peek.open_send_channels:
                         await self._receive_slowly(loop)
+                        burst_began = None
                         continue
                     else:
                         return  # closed and drained
@@ -230,6 +254,7 @@ class ActorCell:
                         item = recv.receive_nowait()
                     except anyio.WouldBlock:
                         item = await self._receive_slowly(loop)
+                        burst_began = None
                         if item is _NOTHING:
                             continue
                     except anyio.EndOfStream:
@@ -262,16 +287,23 @@ class ActorCell:
                     result = spec.func(instance, message)
                     if spec.is_async:
                         result = await result
-                    record_time(clock() - started)
+                    ended = clock()
+                    record_time(ended - started)
+                    if burst_began is None:
+                        burst_began = started
+                    elif ended - burst_began > _YIELD_AFTER_S:
+                        yield_due = True
                 served += 1
                 self.current = None
+                self._redo_count = 0
                 if reply is not None and not reply.done():
                     reply.set_result(result)
                 if instance._stop_requested:
                     return
-                if served == _YIELD_EVERY:
+                if served == _YIELD_EVERY or yield_due:
                     handled.value += served
                     served = 0
+                    burst_began, yield_due = None, False
                     await checkpoint()
         finally:
             handled.value += served
@@ -309,12 +341,20 @@ class ActorCell:
     def _crash(self, exc: Exception) -> None:
         item = self.current
         message = item.message if type(item) is AskEnvelope else item
-        _log.error(
-            "actor_crashed",
-            actor=self.name,
-            msg_type=type(message).__name__ if item is not None else None,
-            exc_info=exc,
-        )
+        msg_type = type(message).__name__ if item is not None else None
+        if isinstance(exc, InjectedCrash):
+            # On purpose, and many of them in a chaos run: one line, not a rendered traceback.
+            _log.warning("actor_crashed", actor=self.name, msg_type=msg_type, injected=True)
+        else:
+            _log.error("actor_crashed", actor=self.name, msg_type=msg_type, exc_info=exc)
+        if item is not None and self._redo_count < self.redeliver:
+            # At-least-once: the restarted instance is handed the same message again (an ask
+            # keeps waiting for its reply). Handlers of such actors must be idempotent.
+            self._redo_count += 1
+            self.redelivered += 1
+            self._redo, self.current = item, None
+            return
+        self._redo_count = 0
         if item is not None:
             if type(item) is AskEnvelope and not item.reply.done():
                 error = ActorCrashedError(f"{self.name} crashed handling {type(message).__name__}")

@@ -38,6 +38,7 @@ async def write_metrics_jsonl(
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     # Plain buffered writes, not a worker thread: one short line per interval lands in the page
     # cache in microseconds, and work in threads would take no time under the virtual clock.
+    _cut_torn_line(Path(path))
     with open(path, "ab") as out:  # noqa: ASYNC230
         try:
             while True:
@@ -47,6 +48,30 @@ async def write_metrics_jsonl(
         finally:
             out.write(_line(encoder, registry))
             out.flush()
+
+
+def _cut_torn_line(path: Path) -> None:
+    """A process killed mid-write leaves a last line without its newline: cut it off before
+    appending (resume), or the next line would be glued to it and both would be misread."""
+    if not path.exists():
+        return
+    with open(path, "rb+") as file:
+        size = file.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        file.seek(size - 1)
+        if file.read(1) == b"\n":
+            return
+        keep = size
+        while keep > 0:
+            step = min(keep, 65536)
+            file.seek(keep - step)
+            newline = file.read(step).rfind(b"\n")
+            if newline >= 0:
+                keep = keep - step + newline + 1
+                break
+            keep -= step
+        file.truncate(keep)
 
 
 def _line(encoder: msgspec.json.Encoder, registry: MetricsRegistry) -> bytes:

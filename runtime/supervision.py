@@ -93,12 +93,16 @@ class Supervisor:
         mailbox_size: int = 1024,
         restart: Restart = Restart.PERMANENT,
         keep_state: bool = False,
+        redeliver: int = 0,
     ) -> ActorRef:
         """Start an actor under this supervisor; its mailbox exists (and accepts) at once.
 
         With `keep_state`, a crash resumes the same instance (state kept, the message being
         handled dead-lettered) instead of making a fresh one: for actors whose state is the
-        run's bookkeeping and whose handlers leave it consistent when they raise.
+        run's bookkeeping and whose handlers leave it consistent when they raise. With
+        `redeliver=N`, the message being handled at a crash is handed to the restarted actor
+        again, up to N times in a row, before it goes to the dead letters (at-least-once: for
+        idempotent handlers).
         """
         self.system._check_name_free(name)
         cell = ActorCell(
@@ -108,6 +112,7 @@ class Supervisor:
             mailbox_size=mailbox_size,
             restart=restart,
             keep_state=keep_state,
+            redeliver=redeliver,
         )
         self.system._register(cell)
         self._adopt(_CellChild(cell))

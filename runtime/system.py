@@ -29,6 +29,7 @@ from runtime import timers
 from runtime._cell import ActorCell, Restart
 from runtime._reply import DeadlineWheel
 from runtime.actor import Actor
+from runtime.collector import CollectorTuner
 from runtime.deadletters import DeadLetterOffice
 from runtime.errors import EscalationError
 from runtime.faults import CrashInjector
@@ -64,6 +65,7 @@ class SystemStatistics:
     restarts: int
     pending_asks: int
     dead_letters: int
+    redelivered: int = 0  # crashed messages handed to the restarted actor again
 
 
 def _is_leaf(error: BaseException) -> bool:
@@ -85,6 +87,10 @@ class ActorSystem:
     :param metrics_path: append a JSONL metrics snapshot here every `metrics_interval` seconds.
     :param handler_budget: report (log, count, `stuck_handlers`) any handler running longer;
         an actor class may set its own `handler_budget_s`. None: no watchdog.
+    :param gc_freeze_actors: once spawning settles with this many actors (and again each time
+        the count doubles), freeze what is alive out of the cyclic collector's reach, so that
+        its full collections stop stalling the loop; see `runtime.collector` for the trade-off
+        (cyclic garbage among frozen objects waits for the system's exit). None: never.
     """
 
     def __init__(
@@ -100,6 +106,7 @@ class ActorSystem:
         metrics_interval: float = 1.0,
         handler_budget: float | None = None,
         fault_injector: CrashInjector | None = None,
+        gc_freeze_actors: int | None = 1000,
     ) -> None:
         self.stop_timeout = stop_timeout
         #: Chaos testing only: consulted before every handler call (see runtime/faults.py).
@@ -124,6 +131,7 @@ class ActorSystem:
         self._stopping = False
         self._stopped_gracefully = True
         self._handler_budget = handler_budget
+        self.collector = CollectorTuner(gc_freeze_actors)
         self.stuck_handlers: list[StuckHandler] = []
 
     # -- lifetime -------------------------------------------------------------------------------
@@ -173,6 +181,7 @@ class ActorSystem:
                 raise exc from exc.__cause__
             raise
         finally:
+            self.collector.close()
             self._finish_report()
 
     async def stop(self, timeout: float | None = None) -> None:
@@ -235,14 +244,21 @@ class ActorSystem:
         mailbox_size: int = 1024,
         restart: Restart = Restart.PERMANENT,
         keep_state: bool = False,
+        redeliver: int = 0,
     ) -> ActorRef:
         """Start an actor under the root supervisor. `factory` makes a fresh instance per start
-        (with `keep_state`, only the first: a crash resumes that instance; see `Supervisor`).
+        (with `keep_state`, only the first: a crash resumes that instance; with `redeliver`,
+        the crashed message is handed to it again; see `Supervisor.spawn`).
 
         :raises ValueError: `name` belongs to a running actor, or `mailbox_size` < 1.
         """
         return self._root.spawn(
-            factory, name=name, mailbox_size=mailbox_size, restart=restart, keep_state=keep_state
+            factory,
+            name=name,
+            mailbox_size=mailbox_size,
+            restart=restart,
+            keep_state=keep_state,
+            redeliver=redeliver,
         )
 
     def supervisor(
@@ -283,6 +299,8 @@ class ActorSystem:
         self._check_name_free(cell.name)
         self._cells[cell.name] = cell
         self._order.append(cell)
+        assert self._task_group is not None  # _check_name_free: the system is running
+        self.collector.spawned(len(self._cells), self._task_group)
 
     # -- time -----------------------------------------------------------------------------------
 
@@ -321,4 +339,5 @@ class ActorSystem:
             restarts=sum(cell.restarts for cell in self._order),
             pending_asks=self.deadline_wheel.pending(),
             dead_letters=self.dead_letters.total,
+            redelivered=sum(cell.redelivered for cell in self._order),
         )

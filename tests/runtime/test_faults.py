@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import ActorSystem
+from runtime import ActorCrashedError, ActorSystem, handler
 from runtime.faults import CrashInjector
 from tests.runtime._actors import Add, Counter, Crash, Read
 
@@ -72,3 +72,55 @@ def test_the_injector_draws_by_role_and_spares_what_it_is_told_to() -> None:
     assert injector.crashes == {"worker": 1}
     with pytest.raises(ValueError, match="'worker'"):
         CrashInjector({"worker": 1.5})
+
+
+class FlakyAdder(Counter):
+    """Crashes on the first `failures` deliveries of each Add, then adds."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+        self.attempts: dict[int, int] = {}
+
+    @handler(Add)
+    def add(self, msg: Add) -> int:
+        seen = self.attempts.get(msg.amount, 0)
+        self.attempts[msg.amount] = seen + 1
+        if seen < self.failures:
+            raise RuntimeError(f"flaky on {msg.amount}")
+        self.total += msg.amount
+        return self.total
+
+
+async def test_redeliver_hands_the_crashed_message_to_the_restarted_actor() -> None:
+    async with ActorSystem(lag_interval=None, max_restarts=10) as system:
+        adder = system.spawn(lambda: FlakyAdder(2), name="adder", keep_state=True, redeliver=2)
+        assert adder.try_tell(Add(amount=1))
+        assert await adder.ask(Add(amount=10), timeout=1.0) == 11  # the ask waits through both
+        assert await adder.ask(Read(), timeout=1.0) == 11
+        assert system.statistics().restarts == 4
+        assert system.dead_letters.recent() == []
+
+
+async def test_a_message_that_crashes_more_than_redeliver_times_is_dead_lettered() -> None:
+    async with ActorSystem(lag_interval=None, max_restarts=10) as system:
+        adder = system.spawn(lambda: FlakyAdder(9), name="adder", keep_state=True, redeliver=2)
+        with pytest.raises(ActorCrashedError):
+            await adder.ask(Add(amount=5), timeout=1.0)
+        assert await adder.ask(Read(), timeout=1.0) == 0
+        letters = system.dead_letters.recent()
+    assert [(d.message_type, d.reason) for d in letters] == [("Add", "crashed")]
+    assert system.statistics().restarts == 3
+
+
+async def test_redelivered_injected_crashes_lose_nothing() -> None:
+    injector = CrashInjector({"tally": 0.2}, seed=5, spare=(Read,))
+    async with ActorSystem(
+        lag_interval=None, max_restarts=1_000, fault_injector=injector
+    ) as system:
+        tally = system.spawn(Counter, name="tally", keep_state=True, redeliver=8, mailbox_size=512)
+        for _ in range(300):
+            await tally.tell(Add(amount=1))
+        assert await tally.ask(Read(), timeout=5.0) == 300
+        assert system.dead_letters.recent() == []
+    assert injector.crashes["tally"] > 0
