@@ -3,7 +3,7 @@
 `MemoryProbe` traces allocations (tracemalloc) from its creation until `read()`, then breaks
 the traced bytes down by package. `sample_lag` records how late the loop wakes a sleeper, and
 how much of that the loop's own CPU work explains. `gc_mode` sets the cyclic collector up for a
-round: as CPython configures it, or with everything alive frozen out of its reach.
+round: as the runtime tunes it (`runtime.collector`), or untuned, as CPython configures it.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from collections.abc import Iterator, Sequence
 import anyio
 
 from runtime import Histogram
+from runtime.collector import freeze_long_lived
 
 __all__ = [
-    "FROZEN_GC_THRESHOLDS",
     "GC_MODES",
     "LAG_INTERVAL_S",
     "MemoryProbe",
@@ -28,9 +28,9 @@ __all__ = [
 ]
 
 LAG_INTERVAL_S = 0.005
-GC_MODES = ("default", "frozen")
-#: Young collections every 50,000 allocations instead of 700 (see `gc_mode`).
-FROZEN_GC_THRESHOLDS = (50_000, 20, 100)
+#: The collector's thresholds as CPython ships them.
+CPYTHON_GC_THRESHOLDS = (700, 10, 10)
+GC_MODES = ("default", "untuned")
 
 #: Source files grouped for the memory breakdown, first match wins.
 _SOURCE_GROUPS = (
@@ -86,21 +86,28 @@ class MemoryProbe:
 
 @contextlib.contextmanager
 def gc_mode(mode: str) -> Iterator[None]:
-    """`default`: CPython's collector as configured. `frozen`: everything alive now (the
-    actors, the pool, the warm sandboxes) moved out of the collector's reach, and young
-    collections made rarer, restored afterwards."""
+    """`default`: the collector as the runtime left it (an `ActorSystem` with thousands of
+    actors has frozen them, see `runtime.collector`). `untuned`: CPython's collector as it
+    comes, nothing frozen, default thresholds; the runtime's tuning is put back afterwards.
+
+    Either way the round starts after a full collection (not timed), so that it does not
+    inherit collections the previous round made due: the rounds differ only in the mode."""
     if mode == "default":
+        gc.collect()
         yield
         return
     thresholds = gc.get_threshold()
+    was_frozen = gc.get_freeze_count() > 0
+    gc.unfreeze()
+    gc.set_threshold(*CPYTHON_GC_THRESHOLDS)
     gc.collect()
-    gc.freeze()
-    gc.set_threshold(*FROZEN_GC_THRESHOLDS)
     try:
         yield
     finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
+        if was_frozen:
+            freeze_long_lived(thresholds)
+        else:
+            gc.set_threshold(*thresholds)
 
 
 async def sample_lag(wall: Histogram, own: Histogram) -> None:

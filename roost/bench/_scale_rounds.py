@@ -12,14 +12,18 @@ requests, as any producer sharing the loop must):
    the first request to the last record (as measured, and bounded by the loop's own CPU time,
    see `sample_lag`), the time to put all N in flight (dispatches per second), process
    CPU time, exec latencies.
-3. the same with the collector tuned (`gc_frozen`): what is alive before the round (actors,
-   pool, warm sandboxes) frozen out of the collector's reach, young collections rarer. A full
-   collection walks every tracked object, so with 10,000 actors it stalls the loop for
-   hundreds of milliseconds; this round shows what freezing the long-lived part buys.
+3. the same with CPython's collector untuned (`gc_untuned`). The `ActorSystem` froze the actors,
+   the pool and the warm sandboxes out of the collector's reach once they were spawned
+   (`runtime.collector`); this round unfreezes them and restores CPython's thresholds, so a
+   full collection walks every tracked object again: it shows what the runtime's tuning buys.
 
 So that the peak really is N, each episode's first action waits until the N-th episode has
 started (a barrier): a real generator behaves alike, it answers a wave of first turns only after
-the prefill of the whole batch. The barrier also makes the fill a burst, the hardest case.
+the prefill of the whole batch. The barrier also makes the fill a burst, the hardest case. It
+opens in slices of `RELEASE_SLICE` episodes with a checkpoint between them, as a generator hands
+out a big batch's replies: one `Event.set()` for all N would wake them in one loop iteration,
+10,000 callbacks back to back (about 0.5 s with the loop stopped, measured by
+scripts/probe_loop_lag.py), a stall of the harness's making, not the runtime's.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ __all__ = ["PartSpec", "play_part"]
 
 KiB = 1024
 SUBMIT_YIELD_EVERY = 64
+#: Episodes the barrier releases per loop iteration.
+RELEASE_SLICE = 256
 #: Starts and resets of 1,000 sandboxes share two cores: generous, but still a deadline.
 SANDBOX_DEADLINE_S = 300.0
 
@@ -71,8 +77,8 @@ class PartSpec:
     backend_files: Sequence[str] = ()
     #: Turns every episode must take (a scripted model knows); None: any.
     expected_turns: int | None = None
-    #: Also play a timed round with the collector tuned (see `gc_mode`).
-    gc_frozen_round: bool = True
+    #: Also play a timed round with the collector untuned (see `gc_mode`).
+    gc_untuned_round: bool = True
 
 
 @dataclasses.dataclass
@@ -83,9 +89,21 @@ class _Round:
     peak_in_flight: int = 0
     in_flight_when_all_started: int = 0
     records: list[RolloutFinished] = dataclasses.field(default_factory=list)
-    all_started: anyio.Event = dataclasses.field(default_factory=anyio.Event)
     all_finished: anyio.Event = dataclasses.field(default_factory=anyio.Event)
     all_started_at: float = 0.0
+    #: The barrier, one gate per slice of `RELEASE_SLICE` episodes in the order they began.
+    gates: list[anyio.Event] = dataclasses.field(default_factory=list)
+
+    def gate(self, index: int) -> anyio.Event:
+        slot = index // RELEASE_SLICE
+        while len(self.gates) <= slot:
+            self.gates.append(anyio.Event())
+        return self.gates[slot]
+
+    async def open_gates(self) -> None:
+        for gate in self.gates:
+            gate.set()
+            await anyio.lowlevel.checkpoint()
 
 
 class _CountingSource:
@@ -99,6 +117,7 @@ class _CountingSource:
         current = self.round
         assert current is not None, "a rollout ran outside a round"
         if step == 0:
+            gate = current.gate(current.started)
             current.started += 1
             in_flight = current.started - len(current.records)
             current.peak_in_flight = max(current.peak_in_flight, in_flight)
@@ -107,8 +126,8 @@ class _CountingSource:
                 current.in_flight_when_all_started = in_flight
                 if current.on_all_started is not None:
                     current.on_all_started()  # synchronous: nothing moves while it reads
-                current.all_started.set()
-            await current.all_started.wait()
+                await current.open_gates()
+            await gate.wait()
         return await self.inner.act(request, step, last)
 
 
@@ -220,7 +239,7 @@ async def play_part(spec: PartSpec) -> dict[str, Any]:
     """Build the part, play the memory round then a timed round per GC mode; its figures.
 
     The headline figures are those of the timed round with CPython's default collector; the
-    same figures with the collector tuned are under `gc_frozen`.
+    same figures with CPython's collector untuned are under `gc_untuned`.
     """
     n = spec.rollouts
     probe = MemoryProbe(spec.backend_files)
@@ -257,7 +276,7 @@ async def play_part(spec: PartSpec) -> dict[str, Any]:
             traced = _Round(n, on_all_started=probe.read)
             await _play_round(scheduler, source, spec.requests("m"), traced, spec.round_timeout_s)
             await pool.settle()
-            modes = GC_MODES if spec.gc_frozen_round else GC_MODES[:1]
+            modes = GC_MODES if spec.gc_untuned_round else GC_MODES[:1]
             for mode in modes:
                 with gc_mode(mode):
                     timed[mode] = await _timed_round(spec, scheduler, source, mode)
@@ -279,7 +298,7 @@ async def play_part(spec: PartSpec) -> dict[str, Any]:
             for group, size in sorted(probe.by_group.items(), key=lambda item: -item[1])
         },
         "backend_kib_per_inflight_rollout": probe.backend_bytes / in_flight / KiB,
-        **({"gc_frozen": timed["frozen"]} if "frozen" in timed else {}),
+        **({"gc_untuned": timed["untuned"]} if "untuned" in timed else {}),
         "rounds": 1 + len(timed),
         "completed": sum(1 for r in records if r.status == "completed"),
         "passed": sum(1 for r in records if r.passed),

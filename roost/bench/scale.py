@@ -3,7 +3,8 @@
 Both parts run the whole dispatch path on uvloop: requests to a FIFO `Scheduler`, one
 `SandboxWorker` actor per rollout in flight, warm sandboxes leased from a `SandboxPool`, and a
 stubbed model behind the `ActionSource` seam. See `roost.bench._scale_rounds` for the rounds
-(memory traced, then timed, then timed with the collector tuned) and what each figure means.
+(memory traced, then timed, then timed with CPython's collector untuned) and what each figure
+means. The full suite also plays the sim part at the sizes of `SIM_SWEEP` (`sim_by_size`).
 
 - sim: 10,000 rollouts in flight at once on simulated sandboxes (`sandboxes.sim_cluster`); the
   generator is `SimulatedGenerator` with the latency model of `scripts/workloads/scale.toml`
@@ -17,7 +18,7 @@ stubbed model behind the `ActionSource` seam. See `roost.bench._scale_rounds` fo
   in the sandbox. Target: no failure.
 
 `--quick` (seconds, for the regression guard): 500 sim rollouts with latencies a quarter as
-long and no tuned-collector round, and 10 process rollouts.
+long and no untuned-collector round, and 10 process rollouts.
 """
 
 from __future__ import annotations
@@ -53,6 +54,19 @@ TARGETS = [
     Target("process.failures", 0.0, "lower"),
 ]
 MAX_STEPS = 3
+#: Smaller sim parts also played by the full suite (one timed round each), to show where the lag
+#: target breaks; a figure at 10,000 alone does not say whether 5,000 would pass.
+SIM_SWEEP = (1_000, 5_000)
+#: Figures of each sweep point kept in the JSON (`sim_by_size`).
+_SWEEP_FIGURES = (
+    "loop_lag_p99_ms",
+    "loop_lag_own_p99_ms",
+    "loop_lag_max_ms",
+    "dispatches_per_s",
+    "kib_per_inflight_rollout",
+    "failures",
+    "load_average_1m",
+)
 WRONG_ANSWER = "    return 0\n"
 EXEC_TIMEOUT_S = 120.0  # 1,000 test runs share two cores: seconds of queueing, not a hang
 _TEST_PROGRAM = """
@@ -66,7 +80,7 @@ sys.exit(0 if all(_passes(c, e) for c, e in {tests!r}) else 1)
 """
 
 
-def _sim_part(rollouts: int, quick: bool, seed: int) -> PartSpec:
+def _sim_part(rollouts: int, quick: bool, seed: int, *, untuned_round: bool = True) -> PartSpec:
     scale = 0.25 if quick else 1.0
     profile = RuntimeProfile(
         cold_start=Distribution.constant(0.0),
@@ -99,7 +113,7 @@ def _sim_part(rollouts: int, quick: bool, seed: int) -> PartSpec:
         start_concurrency=None,
         round_timeout_s=600.0,
         backend_files=("sandboxes/sim_cluster.py", "actors/sim_generator.py"),
-        gc_frozen_round=not quick,
+        gc_untuned_round=untuned_round and not quick,
     )
 
 
@@ -139,7 +153,7 @@ def _process_part(rollouts: int, seed: int) -> PartSpec:
         round_timeout_s=900.0,
         expected_turns=2,
         # 1,000 actors are no burden for the collector; a third round would only add minutes.
-        gc_frozen_round=False,
+        gc_untuned_round=False,
     )
 
 
@@ -177,6 +191,15 @@ def run(*, quick: bool = False, repeats: int | None = None) -> dict[str, Any]:
         "repeats": repeats,
         "sim": _median_run(sim_runs),
     }
+    if not quick:
+        result["sim_by_size"] = {
+            str(n): {
+                key: figures[key]
+                for figures in [_timed(_sim_part(n, quick, seed=0, untuned_round=False))]
+                for key in _SWEEP_FIGURES
+            }
+            for n in SIM_SWEEP
+        }
     if shutil.which("bwrap") is None:
         result["process"] = {"missing": "bubblewrap (bwrap) is not installed"}
     else:

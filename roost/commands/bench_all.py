@@ -41,10 +41,10 @@ def bench_scale(as_json: bool, quick: bool, repeats: int | None) -> None:
 
 
 def _rows(figures: dict[str, Any]) -> list[tuple[str, str, str]]:
-    frozen = figures.get("gc_frozen")
+    untuned = figures.get("gc_untuned")
 
     def tuned(key: str, unit: str) -> str:
-        return "" if frozen is None else f"gc frozen: {frozen[key]:,.1f} {unit}"
+        return "" if untuned is None else f"gc untuned: {untuned[key]:,.1f} {unit}"
 
     return [
         (

@@ -4,19 +4,30 @@ Written from `trajectories.log` at the end of a run and by `roost report`, so `r
 RUN_DIR` works on every training run. A learner step's wait starts when the previous step
 ended (the first: when the first rollout of its segment was requested) and its batch was
 ready when the last rollout it consumed finished.
+
+`profile_training_run` is `roost train --profile`: once the report is built, the profile of
+the run, as `roost profile RUN_DIR` makes it, printed and added to the report.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+
+from rich.console import Console
 
 from roost.profile.model import LearnerStep, RolloutTiming
 from roost.profile.sources import LEARNER_STEPS, ROLLOUTS, write_jsonl
 from roost.train.records import StepRecord, TrajectoryRecord
 from roost.train.rundir import RunDir
 
-__all__ = ["export_profile_inputs"]
+__all__ = ["PROFILE_DIR", "add_profile_to_report", "export_profile_inputs", "profile_training_run"]
+
+#: Where the profile goes inside a run directory (as `roost profile RUN_DIR` writes it).
+PROFILE_DIR = "profile"
+_SECTION_START, _SECTION_END = "<!-- roost profile -->", "<!-- /roost profile -->"
 
 
 def export_profile_inputs(run: RunDir, records: Sequence[Any]) -> None:
@@ -60,3 +71,45 @@ def _timing(record: TrajectoryRecord) -> RolloutTiming:
         evaluate_s=max(0.0, record.evaluate_s),
         learner_wait_s=max(0.0, record.learner_wait_s or 0.0),
     )
+
+
+def profile_training_run(
+    run_dir: Path, console: Console | None = None, *, bins: int = 20
+) -> list[Path]:
+    """Profile a finished training run whose report is built (`build_report` exports the
+    timing rows): print the tables, write `RUN_DIR/profile/` (profile.json, profile.html, the
+    PNGs) and add the profile's section, with its plots, to `report.html`.
+
+    Returns the paths written; none, with the reason on `console`, when the run left nothing
+    to profile (for example, stopped before any rollout finished).
+    """
+    from roost.profile import ProfileInputError, analyze, load_run, print_profile, write_profile
+    from roost.profile.render import html_section
+
+    console = console or Console()
+    try:
+        inputs = load_run(run_dir)
+        profile = analyze(inputs.rollouts, inputs.metrics, inputs.steps, bins=bins)
+    except ProfileInputError as exc:
+        console.print(f"[yellow]train --profile: nothing to profile: {exc}[/yellow]")
+        return []
+    print_profile(profile, console)
+    written = write_profile(profile, run_dir / PROFILE_DIR)
+    report = RunDir(run_dir).report
+    add_profile_to_report(report, html_section(profile, f"{PROFILE_DIR}/"))
+    return [*written, report]
+
+
+def add_profile_to_report(report: Path, section: str) -> None:
+    """Put `section` at the end of the report's body, in place of any earlier profile section
+    (a report profiled twice holds one)."""
+    page = report.read_text(encoding="utf-8") if report.exists() else ""
+    marked = f"{_SECTION_START}{section}{_SECTION_END}"
+    earlier = re.compile(re.escape(_SECTION_START) + ".*?" + re.escape(_SECTION_END), re.DOTALL)
+    if earlier.search(page):
+        page = earlier.sub(lambda _: marked, page, count=1)
+    elif "</body>" in page:
+        page = page.replace("</body>", marked + "</body>", 1)
+    else:
+        page += marked
+    report.write_text(page, encoding="utf-8")
