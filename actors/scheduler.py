@@ -14,6 +14,7 @@ Exactly one `RolloutFinished` goes to the sink per rollout; `statistics()` check
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import random
 from collections.abc import Mapping
@@ -145,7 +146,8 @@ class Scheduler(Actor):
         self._classes: dict[ClassKey, PendingClass] = {}
         self._pending = 0
         self._in_flight: dict[str, _InFlight] = {}
-        self._waiting_retry: dict[str, PendingRollout] = {}
+        self._waiting_retry: dict[str, PendingRollout] = {}  # backing off
+        self._retry_ready: collections.deque[PendingRollout] = collections.deque()
         self._seq = 0
         self._counts = {"requested": 0, "completed": 0, "failed": 0, "cancelled": 0}
         self._retries = 0
@@ -185,7 +187,11 @@ class Scheduler(Actor):
     @handler
     async def request(self, msg: RolloutRequest) -> None:
         self._counts["requested"] += 1
-        if msg.rollout_id in self._in_flight or msg.rollout_id in self._waiting_retry:
+        if (
+            msg.rollout_id in self._in_flight
+            or msg.rollout_id in self._waiting_retry
+            or any(p.request.rollout_id == msg.rollout_id for p in self._retry_ready)
+        ):
             self._rejected += 1
             await self._finish_unqueued(msg, "failed", "duplicate rollout_id")
             return
@@ -229,7 +235,7 @@ class Scheduler(Actor):
     async def retry(self, msg: Retry) -> None:
         pending = self._waiting_retry.pop(msg.rollout_id, None)
         if pending is not None:
-            self._enqueue(pending)
+            self._retry_ready.append(pending)
         await self._dispatch()
 
     @handler
@@ -273,7 +279,7 @@ class Scheduler(Actor):
             completed=self._counts["completed"],
             failed=self._counts["failed"],
             cancelled=self._counts["cancelled"],
-            pending=self._pending + len(self._waiting_retry),
+            pending=self._pending + len(self._waiting_retry) + len(self._retry_ready),
             in_flight=len(self._in_flight),
             retries=self._retries,
             rejected=self._rejected,
@@ -285,6 +291,17 @@ class Scheduler(Actor):
     # -- dispatch --------------------------------------------------------------------------------
 
     async def _dispatch(self) -> None:
+        # Retries first, and past the admission gate: the gate admitted them once and its book
+        # still counts them as started, so holding them back until it opens again can wait
+        # forever (a learner that needs their group's samples to step, and so to open it).
+        while self._idle_workers and self._retry_ready:
+            pending = self._retry_ready[0]
+            request = pending.request
+            key = ClassKey(request.group, request.runtime, request.tenant, request.priority)
+            if not self._may_start(self._classes.get(key) or PendingClass(key)):
+                break
+            self._retry_ready.popleft()
+            await self._start(pending)
         while self._idle_workers and self._pending and self.gate.admits(len(self._in_flight)):
             candidates = [c for c in self._classes.values() if c.items and self._may_start(c)]
             if not candidates:

@@ -15,28 +15,44 @@ class ChaosSpec(msgspec.Struct, frozen=True, kw_only=True):
     """Probabilities per event: per exec for sandbox faults, per action for the generator, per
     message for actor crashes (`crashes` maps an actor role such as `worker` to a rate)."""
 
-    kill_sandbox: float = 0.0
+    kill_sandbox: float = 0.0  # the sandbox's processes killed (SIGKILL) from outside
+    remove_container: float = 0.0  # the container removed under the run (Docker backends)
     hung_exec: float = 0.0
     slow_exec: float = 0.0
     slow_exec_s: float = 2.0
     generator_error: float = 0.0
+    verifier_error: float = 0.0  # per verification: the verifier raises
+    restart_docker: list[float] = msgspec.field(default_factory=list)  # seconds into the phase
     crashes: dict[str, float] = msgspec.field(default_factory=dict)
     seed: int = 0
 
     @property
     def exec_fault_rate(self) -> float:
-        return self.kill_sandbox + self.hung_exec + self.slow_exec
+        return self.kill_sandbox + self.remove_container + self.hung_exec + self.slow_exec
+
+    @property
+    def needs_docker(self) -> bool:
+        return self.remove_container > 0 or bool(self.restart_docker)
 
 
-_RATES = ("kill_sandbox", "hung_exec", "slow_exec", "generator_error")
+_RATES = (
+    "kill_sandbox",
+    "remove_container",
+    "hung_exec",
+    "slow_exec",
+    "generator_error",
+    "verifier_error",
+)
 
 
 def parse_chaos(text: str, *, crashable: frozenset[str] | None = None) -> ChaosSpec:
-    """Parse `kind=value,...`; kinds: kill_sandbox, hung_exec, slow_exec, generator_error (rates
-    in [0, 1]), slow_exec_s (seconds), seed, and crash.ROLE (a rate). `crashable` limits the
-    roles a command can restart without losing state."""
+    """Parse `kind=value,...`; kinds: kill_sandbox, remove_container, hung_exec, slow_exec,
+    generator_error, verifier_error (rates in [0, 1]), slow_exec_s (seconds), restart_docker
+    (seconds into the run; repeat it for more restarts), seed, and crash.ROLE (a rate).
+    `crashable` limits the roles a command can restart without losing state."""
     fields: dict[str, float | int] = {}
     crashes: dict[str, float] = {}
+    restarts: list[float] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, sep, raw = item.partition("=")
         key = key.strip()
@@ -56,6 +72,10 @@ def parse_chaos(text: str, *, crashable: frozenset[str] | None = None) -> ChaosS
             crashes[role] = _rate(item, value)
         elif key in _RATES:
             fields[key] = _rate(item, value)
+        elif key == "restart_docker":
+            if not value >= 0:
+                raise ChaosSpecError(f"chaos item {item!r}: seconds must be >= 0")
+            restarts.append(value)
         elif key == "slow_exec_s":
             if not value >= 0:
                 raise ChaosSpecError(f"chaos item {item!r}: seconds must be >= 0")
@@ -63,12 +83,13 @@ def parse_chaos(text: str, *, crashable: frozenset[str] | None = None) -> ChaosS
         elif key == "seed":
             fields[key] = int(value)
         else:
-            known = ", ".join((*_RATES, "slow_exec_s", "seed", "crash.ROLE"))
+            known = ", ".join((*_RATES, "slow_exec_s", "restart_docker", "seed", "crash.ROLE"))
             raise ChaosSpecError(f"chaos item {item!r}: unknown kind {key!r} (known: {known})")
-    spec = ChaosSpec(crashes=crashes, **fields)  # type: ignore[arg-type]
+    spec = ChaosSpec(crashes=crashes, restart_docker=sorted(restarts), **fields)  # type: ignore[arg-type]
     if spec.exec_fault_rate > 1.0:
         raise ChaosSpecError(
-            f"kill_sandbox + hung_exec + slow_exec is {spec.exec_fault_rate}, more than 1"
+            "kill_sandbox + remove_container + hung_exec + slow_exec is "
+            f"{spec.exec_fault_rate}, more than 1"
         )
     return spec
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from pathlib import Path
@@ -31,6 +32,17 @@ import click
     help="Continue the run in this directory from its last checkpoint.",
 )
 @click.option("--control", is_flag=True, help="Also train an SFT-only control for comparison.")
+@click.option(
+    "--profile",
+    is_flag=True,
+    help="At the end, profile the run (as `roost profile RUN_DIR`) into its report.",
+)
+@click.option(
+    "--chaos",
+    metavar="SPEC",
+    help="Inject faults during RL, e.g. kill_sandbox=0.02,crash.learner=0.01 "
+    "(docs/reliability.md lists every kind).",
+)
 @click.option("--log-format", type=click.Choice(["console", "json"]), default="console")
 def train_command(
     config_path: Path | None,
@@ -38,6 +50,8 @@ def train_command(
     out: Path | None,
     resume: Path | None,
     control: bool,
+    profile: bool,
+    chaos: str | None,
     log_format: str,
 ) -> None:
     """Train the default small model on code tasks: SFT warm start, then asynchronous RL in
@@ -58,7 +72,12 @@ def train_command(
         config_path, run_dir = resume / "config.toml", resume
     try:
         config = load_train_config(
-            config_path, [*overrides, *(["control=true"] if control else [])]
+            config_path,
+            [
+                *overrides,
+                *(["control=true"] if control else []),
+                *([f"chaos={json.dumps(chaos)}"] if chaos is not None else []),  # a TOML string
+            ],
         )
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="CONFIG/--set") from None
@@ -69,7 +88,7 @@ def train_command(
                 f"{run_dir} already holds a run; continue it with --resume {run_dir}",
                 param_hint="--out",
             )
-    elif overrides or control:
+    elif overrides or control or chaos is not None:
         # What runs from now on is what the directory records.
         from runtime.config import dump_config
 
@@ -85,6 +104,10 @@ def train_command(
 
     report = build_report(run_dir)
     click.echo(f"summary: {run_dir / 'summary.json'}\nreport: {report}", err=True)
+    if profile:
+        from roost.train.profile_export import profile_training_run
+
+        profile_training_run(run_dir)
     if summary.get("interrupted"):
         click.echo(f"stopped; continue with: roost train --resume {run_dir}", err=True)
 

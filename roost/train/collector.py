@@ -117,6 +117,7 @@ class Collector(Actor):
         rl_clock: Callable[[], float],
         open_rollouts: dict[str, Any],
         skip_no_signal: bool = True,
+        on_scored: Callable[[str, int, bool], None] | None = None,
     ) -> None:
         self.store = store
         self.book = book
@@ -131,6 +132,7 @@ class Collector(Actor):
         self._pending: dict[str, _Pending] = {}
         self.open = open_rollouts
         self.skip_no_signal = skip_no_signal
+        self.on_scored = on_scored  # (task id, level, passed): the curriculum's feed
 
     async def on_start(self) -> None:
         metrics = self.system.metrics
@@ -191,6 +193,8 @@ class Collector(Actor):
                 if t.sample.tokens
             ]
         self._count(record)
+        if usable and self.on_scored is not None:
+            self.on_scored(task.id, task.level, record.passed)
         record = _with(record, evaluate_s=time.perf_counter() - started)
         if usable:
             self._pending[msg.rollout_id] = _Pending(record, anyio.current_time())

@@ -16,6 +16,7 @@ from typing import Literal
 
 import msgspec
 
+from roost.chaos.spec import ChaosSpec, ChaosSpecError, parse_chaos
 from runtime.config import ConfigError, load_config
 
 __all__ = ["ConfigError", "TrainConfig", "load_train_config"]
@@ -44,8 +45,19 @@ class TasksConfig(_Section):
     heldout_per_level: int = 30
     demos_per_level: int = 4000
     seed: int = 0
+    #: How RL draws the level of the next task. `band`: the curriculum (policies/curriculum.py)
+    #: keeps the mix's pass rate inside `band`, because a group whose rollouts all pass or all
+    #: fail teaches nothing; every level keeps at least `explore` of the draws, so a level
+    #: nobody passes yet is still tried. `uniform`: each level equally often.
+    curriculum: Literal["band", "uniform"] = "band"
+    band: list[float] = msgspec.field(default_factory=lambda: [0.3, 0.7])
+    explore: float = 0.1
 
     def __post_init__(self) -> None:
+        if len(self.band) != 2 or not 0.0 <= self.band[0] < self.band[1] <= 1.0:
+            raise ValueError(f"band: need [low, high] with 0 <= low < high <= 1, got {self.band}")
+        if not 0.0 <= self.explore < 1.0:
+            raise ValueError(f"explore: must be in [0, 1), got {self.explore}")
         if not self.levels:
             raise ValueError("levels: at least one level")
         if any(level < 1 or level > 7 for level in self.levels):
@@ -206,6 +218,7 @@ class TrainConfig(_Section):
     name: str = "default"
     seed: int = 0
     control: bool = False  # also train an SFT-only control for the RL phase's wall time
+    chaos: str = ""  # --chaos: faults to inject (docs/reliability.md), e.g. "kill_sandbox=0.02"
     tasks: TasksConfig = msgspec.field(default_factory=TasksConfig)
     episode: EpisodeConfig = msgspec.field(default_factory=EpisodeConfig)
     model: ModelConfig = msgspec.field(default_factory=ModelConfig)
@@ -217,6 +230,29 @@ class TrainConfig(_Section):
     scheduler: SchedulerSection = msgspec.field(default_factory=SchedulerSection)
     eval: EvalSection = msgspec.field(default_factory=EvalSection)
     view: ViewSection = msgspec.field(default_factory=ViewSection)
+
+    def __post_init__(self) -> None:
+        spec = chaos_spec(self.chaos)
+        if spec.needs_docker and self.sandbox.backend not in ("docker", "gvisor"):
+            raise ValueError(
+                "chaos: remove_container and restart_docker need sandbox.backend docker or "
+                f"gvisor, not {self.sandbox.backend!r}"
+            )
+
+
+#: The actors of a training run that chaos mode may crash (all of them: each is restarted with
+#: its state kept, and the message it was handling is handed to it again).
+CRASHABLE_ROLES = frozenset(
+    {"generator", "learner", "collector", "scheduler", "worker", "recorder"}
+)
+
+
+def chaos_spec(text: str) -> ChaosSpec:
+    """`TrainConfig.chaos` parsed. :raises ValueError: naming the bad item."""
+    try:
+        return parse_chaos(text, crashable=CRASHABLE_ROLES)
+    except ChaosSpecError as exc:
+        raise ValueError(f"chaos: {exc}") from None
 
 
 def load_train_config(

@@ -24,7 +24,7 @@ from policies.tokenizer import ByteTokenizer
 from roost.train.task_source import first_prompt, revision_prompt
 from runtime import Actor, handler
 from sandboxes._errors import SandboxInfraError
-from tasks import Task, Verdict
+from tasks import Task, Verdict, Verifier
 from tasks._verify import TestsVerifier
 
 __all__ = ["EpisodeStore", "EpisodeTurn", "EpisodeWorker", "encode_prompt"]
@@ -72,7 +72,7 @@ class EpisodeWorker(Actor):
         store: EpisodeStore,
         max_turns: int,
         prompt_room: int,
-        verifier: TestsVerifier | None = None,
+        verifier: Verifier | None = None,
     ) -> None:
         self.task_of = task_of
         self.client = client

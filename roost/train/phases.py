@@ -6,6 +6,7 @@ start, saving and loading weights. CPU-heavy calls are made from the loop throug
 from __future__ import annotations
 
 import io
+import pickle
 import random
 import threading
 from collections.abc import Callable, Sequence
@@ -46,10 +47,10 @@ def save_weights(policy: TransformerPolicy, path: Path, **extra: Any) -> None:
 def load_weights(policy: TransformerPolicy, path: Path, *, version: int | None = None) -> None:
     """:raises ValueError: the file is not a weights file of this model's shape."""
     try:
-        data = torch.load(path, map_location="cpu", weights_only=False)
+        data = torch.load(path, map_location="cpu", weights_only=True)
         state = data["model"] if isinstance(data, dict) and "model" in data else data
         policy.load_state_dict(state, int(data.get("version", 0)) if version is None else version)
-    except (OSError, KeyError, RuntimeError, TypeError) as exc:
+    except (OSError, KeyError, RuntimeError, TypeError, pickle.UnpicklingError) as exc:
         raise ValueError(f"{path}: not usable weights for this model: {exc}") from None
 
 

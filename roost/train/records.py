@@ -26,7 +26,15 @@ import msgspec
 
 from runtime import Message
 
-__all__ = ["EvalRecord", "RunRecord", "StepRecord", "TrajectoryRecord", "TurnRecord"]
+__all__ = [
+    "EvalRecord",
+    "RequestRecord",
+    "ResumeRecord",
+    "RunRecord",
+    "StepRecord",
+    "TrajectoryRecord",
+    "TurnRecord",
+]
 
 
 class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -90,4 +98,26 @@ class EvalRecord(Message):
     wall: float
 
 
-RunRecord = TrajectoryRecord | StepRecord | EvalRecord
+class RequestRecord(Message):
+    """One GRPO group was requested: written before its requests reach the scheduler, so a
+    run killed at any moment can tell which of its rollouts never reached a terminal record."""
+
+    group_id: str
+    task_id: str
+    level: int
+    rollout_ids: list[str]
+    wall: float
+
+
+class ResumeRecord(Message):
+    """An RL segment started from the learner checkpoint of `version`. Steps above `version`
+    logged before this record were lost with the process that made them (a kill): their
+    weights never reached a checkpoint, so their samples count as not trained on."""
+
+    segment: int
+    version: int
+    cancelled: int  # rollouts of earlier segments closed by this resume (in flight at the kill)
+    wall: float
+
+
+RunRecord = TrajectoryRecord | StepRecord | EvalRecord | RequestRecord | ResumeRecord

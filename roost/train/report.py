@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from roost.train.config import ConfigError, load_train_config
+from roost.train.lineage import trace_lineage
 from roost.train.profile_export import export_profile_inputs
 from roost.train.records import StepRecord, TrajectoryRecord
 from roost.train.rundir import RunDir
@@ -55,8 +56,8 @@ def build_report(run_dir: Path) -> Path:
     summary = write_summary(run, config, progress, metrics[-1] if metrics else {})
     records, _ = load_run_records(run)
     export_profile_inputs(run, records)
-    trajectories = [r for r in records if isinstance(r, TrajectoryRecord)]
-    steps = [r for r in records if isinstance(r, StepRecord)]
+    lineage = trace_lineage(records)
+    trajectories, steps = lineage.trajectories, lineage.steps
     _over_time(run.root / PLOTS[0], trajectories)
     _over_versions(run.root / PLOTS[1], steps)
     _heldout(run.root / PLOTS[2], summary)

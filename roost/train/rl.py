@@ -26,6 +26,10 @@ from actors.rollouts import RolloutRequest
 from actors.scheduler import GetStatistics, SandboxFreed, Scheduler, SchedulerConfig
 from policies.scheduling import make_policy as make_scheduling_policy
 from policies.transformer import TransformerPolicy
+from roost.chaos.docker_daemon import DockerRestartError, restart_docker_daemon
+from roost.chaos.spec import ChaosSpec
+from roost.chaos.training import ChaosGeneratorClient, ChaosVerifier
+from roost.chaos.wrappers import ChaosCounts
 from roost.train.book import TrainBook
 from roost.train.collector import (
     Collector,
@@ -36,16 +40,22 @@ from roost.train.collector import (
 )
 from roost.train.config import TrainConfig
 from roost.train.episode import EpisodeStore, EpisodeWorker
-from roost.train.records import TrajectoryRecord
+from roost.train.levels import LevelChooser
+from roost.train.records import RequestRecord, TrajectoryRecord
 from roost.train.task_source import TaskSource
 from runtime import ActorRef, ActorSystem
 from sandboxes.pool import SandboxPool
-from tasks import Task
+from tasks import Task, TestsVerifier, Verifier
 
 __all__ = ["RLOutcome", "RLPhase"]
 
 _log = structlog.get_logger("roost.train.rl")
 ASK_TIMEOUT_S = 600.0
+#: Every actor of the phase survives a crash: restarted with its state (the run's books, the
+#: optimizer, the open log), and handed the message it was handling again (its handlers are
+#: idempotent), so a crash loses nothing. A message that crashes an actor this many times in
+#: a row is a bug, not bad luck: it goes to the dead letters.
+SURVIVE_CRASHES: dict[str, Any] = {"keep_state": True, "redeliver": 5}
 
 
 @dataclasses.dataclass
@@ -79,6 +89,8 @@ class RLPhase:
         counts: RunCounts,
         stop: anyio.Event,
         on_version: Callable[[int], None] | None = None,
+        chaos: ChaosSpec | None = None,
+        chaos_counts: ChaosCounts | None = None,
     ) -> None:
         self.config = config
         self.system = system
@@ -95,6 +107,8 @@ class RLPhase:
         self.counts = counts
         self.stop = stop
         self.on_version = on_version
+        self.chaos = chaos
+        self.chaos_counts = chaos_counts or ChaosCounts()
         self.tasks: dict[str, Task] = {}
         self.open: dict[str, RolloutRequest] = {}
         self.done = anyio.Event()
@@ -103,6 +117,11 @@ class RLPhase:
         blob = resume.curriculum if resume is not None else b""
         state = json.loads(blob) if blob else {}
         self.next_index: dict[int, int] = {int(k): v for k, v in state.get("next", {}).items()}
+        # A killed segment never wrote its elapsed time to progress.json; its checkpoint did.
+        self.elapsed_before_s = max(elapsed_before_s, float(state.get("elapsed_s", 0.0)))
+        self.levels = LevelChooser(
+            config.tasks, source.levels, seed=config.seed * 7 + segment, state=state.get("levels")
+        )
         self.group_seq = 0
         self.requested_ids: set[str] = set()
         self._seen_consumed: set[str] = set(resume.consumed) if resume is not None else set()
@@ -120,6 +139,9 @@ class RLPhase:
         consumed = self._learner[0].core.consumed
         fresh = sorted(consumed - self._seen_consumed)
         self._seen_consumed = set(consumed)
+        # What a resume after a kill needs, saved with every checkpoint: where each level's
+        # task stream stood and how much of the RL budget was spent.
+        self._learner[0].core.curriculum = self._curriculum_state()
         self.collector.try_tell(LearnerStepped(version=version, sample_ids=fresh))
         self.scheduler.try_tell(SandboxFreed())  # the gate may have reopened
         if self.on_version is not None:
@@ -127,6 +149,14 @@ class RLPhase:
         limit = self.config.rl.max_versions
         if limit and version >= limit:
             self.done.set()
+
+    def _curriculum_state(self) -> bytes:
+        state = {
+            "next": self.next_index,
+            "elapsed_s": self.elapsed(),
+            "levels": self.levels.state(),
+        }
+        return json.dumps(state).encode()
 
     def _task_of(self, task_id: str) -> Task:
         return self.tasks[task_id]
@@ -152,6 +182,7 @@ class RLPhase:
             ),
             name="generator",
             mailbox_size=65536,
+            **SURVIVE_CRASHES,
         )
         learner_config = LearnerConfig(
             batch_size=cfg.learner.batch_size,
@@ -178,7 +209,7 @@ class RLPhase:
             self._learner[:] = [learner]
             return learner
 
-        learner = system.spawn(make_learner, name="learner", mailbox_size=65536)
+        learner = system.spawn(make_learner, name="learner", mailbox_size=65536, **SURVIVE_CRASHES)
         self.collector = system.spawn(
             lambda: Collector(
                 store=store,
@@ -192,11 +223,19 @@ class RLPhase:
                 rl_clock=self.elapsed,
                 open_rollouts=self.open,
                 skip_no_signal=cfg.learner.skip_equal_reward_groups,
+                on_scored=self.levels.scored,
             ),
             name="collector",
             mailbox_size=65536,
+            **SURVIVE_CRASHES,
         )
         client = GeneratorClient(gen, timeout_s=cfg.episode.deadline_s)
+        verifier: Verifier = TestsVerifier()
+        chaos, counts = self.chaos, self.chaos_counts
+        if chaos is not None and chaos.generator_error:
+            client = ChaosGeneratorClient(client, chaos, random.Random(chaos.seed + 1), counts)
+        if chaos is not None and chaos.verifier_error:
+            verifier = ChaosVerifier(verifier, chaos, random.Random(chaos.seed + 2), counts)
         room = cfg.model.max_len - cfg.model.max_new_tokens
         workers = [
             system.spawn(
@@ -207,9 +246,11 @@ class RLPhase:
                     store=store,
                     max_turns=cfg.episode.max_turns,
                     prompt_room=room,
+                    verifier=verifier,
                 ),
                 name=f"worker-{i}",
                 mailbox_size=1,
+                **SURVIVE_CRASHES,
             )
             for i in range(cfg.scheduler.workers)
         ]
@@ -224,6 +265,7 @@ class RLPhase:
             ),
             name="scheduler",
             mailbox_size=65536,
+            **SURVIVE_CRASHES,
         )
         system.metrics.gauge("train.version", lambda: float(book.version))
         system.metrics.gauge("train.rl_elapsed_s", self.elapsed)
@@ -232,6 +274,8 @@ class RLPhase:
         interrupted = False
         async with anyio.create_task_group() as group:
             group.start_soon(self._feed)
+            for at in chaos.restart_docker if chaos is not None else []:
+                group.start_soon(self._restart_docker_at, at)
             with anyio.move_on_after(max(0.0, budget)):
                 async with anyio.create_task_group() as waiters:
 
@@ -268,27 +312,49 @@ class RLPhase:
             generator_tokens=gen_tokens,
         )
 
+    async def _restart_docker_at(self, at_s: float) -> None:
+        """Chaos: restart the Docker daemon `at_s` seconds into the RL phase (across resumes)."""
+        if self.elapsed() > at_s:
+            return  # done in an earlier segment
+        await anyio.sleep(at_s - self.elapsed())
+        self.chaos_counts.restart_docker += 1
+        try:
+            await restart_docker_daemon()
+        except DockerRestartError as exc:
+            _log.error("chaos.docker_restart_failed", error=str(exc))
+
     # -- feeding ---------------------------------------------------------------------------------
 
     async def _feed(self) -> None:
         """Keep enough requests waiting that the gate, not the queue, decides what starts."""
         cfg = self.config
-        rng = random.Random(cfg.seed * 7 + self.segment)
         group_size = cfg.episode.group_size
         target = cfg.scheduler.workers + 2 * group_size
         while True:
             while len(self.open) >= target:
                 await self.counts.progress.wait()
-            level = rng.choice(self.source.levels)
+            level = self.levels.draw()
             task, self.next_index[level] = self.source.train_task(
                 level, self.next_index.get(level, 0)
             )
             self.tasks[task.id] = task
             group_id = f"s{self.segment}-g{self.group_seq}"
             self.group_seq += 1
-            for member in range(group_size):
+            ids = [f"{group_id}/{member}" for member in range(group_size)]
+            # Logged before any request reaches the scheduler (the recorder's mailbox is FIFO,
+            # so it precedes every terminal record of the group): see roost/train/lineage.py.
+            await self.recorder.tell(
+                RequestRecord(
+                    group_id=group_id,
+                    task_id=task.id,
+                    level=task.level,
+                    rollout_ids=ids,
+                    wall=time.time(),
+                )
+            )
+            for rollout_id in ids:
                 request = RolloutRequest(
-                    rollout_id=f"{group_id}/{member}",
+                    rollout_id=rollout_id,
                     task_id=task.id,
                     runtime=cfg.sandbox.runtime,
                     max_steps=cfg.episode.max_turns,
@@ -330,7 +396,7 @@ class RLPhase:
 
     async def _checkpoint(self) -> None:
         learner = self._learner[0]
-        learner.core.curriculum = json.dumps({"next": self.next_index}).encode()
+        learner.core.curriculum = self._curriculum_state()
         with anyio.fail_after(ASK_TIMEOUT_S):
             path = await anyio.to_thread.run_sync(learner.core.save, self.checkpoint_dir)
         _log.info("checkpoint_saved", path=str(path), version=learner.core.version)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -31,27 +32,33 @@ import structlog
 from actors.learner import Checkpoint, load_checkpoint
 from actors.recorder import Flush, Recorder
 from policies.transformer import TransformerPolicy
+from roost.chaos.spec import ChaosSpec
+from roost.chaos.wrappers import ChaosCounts, ChaosSandbox
 from roost.train.collector import RunCounts
-from roost.train.config import TrainConfig
+from roost.train.config import TrainConfig, chaos_spec
 from roost.train.evaluation import evaluate_heldout
+from roost.train.lineage import trace_lineage
 from roost.train.phases import SFTStopped, load_weights, make_policy, run_sft, save_weights
-from roost.train.records import EvalRecord
-from roost.train.rl import RLPhase
+from roost.train.records import EvalRecord, ResumeRecord, TrajectoryRecord
+from roost.train.rl import SURVIVE_CRASHES, RLPhase
 from roost.train.rundir import RunDir
-from roost.train.summary import write_summary
+from roost.train.summary import load_run_records, write_summary
 from roost.train.task_source import TaskSource
 from roost.train.view import Dashboard
 from runtime import ActorRef, ActorSystem
 from runtime.config import dump_config
+from runtime.faults import CrashInjector
 from sandboxes._errors import SandboxConfigError, SandboxInfraError
+from sandboxes._protocol import Sandbox
 from sandboxes._spec import SandboxSpec
 from sandboxes.factory import create_sandbox
-from sandboxes.pool import SandboxPool
+from sandboxes.pool import DockerReaper, SandboxPool
 from tasks import lease_within
 
 __all__ = ["TrainError", "TrainHooks", "train"]
 
 _log = structlog.get_logger("roost.train")
+RESTARTS_PER_MINUTE = 10_000
 MiB = 1024 * 1024
 PREFLIGHT_TIMEOUT_S = 120.0
 WEIGHTS_TIMEOUT_S = 600.0
@@ -109,11 +116,20 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
         stop_flag.set()
         board.phase = "stopping"
 
+    chaos = chaos_spec(config.chaos) if config.chaos else None
+    chaos_counts = ChaosCounts()
+    injector = CrashInjector(chaos.crashes, seed=chaos.seed) if chaos and chaos.crashes else None
+    in_rl = {"on": False}  # sandbox faults strike the RL phase, not the held-out evaluations
     system = ActorSystem(
         lag_interval=0.1,
         metrics_path=run.metrics,
         metrics_interval=config.view.metrics_interval_s,
         stop_timeout=30.0,
+        fault_injector=injector,
+        # Actors resume after a crash (roost/train/rl.py); only a crash loop, not a crash rate
+        # that a run can live with, escalates and ends the run.
+        max_restarts=RESTARTS_PER_MINUTE,
+        within=60.0,
     )
     spec = SandboxSpec(
         backend=config.sandbox.backend,
@@ -121,10 +137,20 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
         cpus=config.sandbox.cpus,
         memory=config.sandbox.memory_mb * MiB,
     )
+
+    def make_sandbox(key: str) -> Sandbox:
+        sandbox = create_sandbox(_spec_for(spec, key))
+        if chaos is None or not chaos.exec_fault_rate:
+            return sandbox
+        return ChaosSandbox(sandbox, chaos, exec_rng, chaos_counts, active=lambda: in_rl["on"])
+
+    exec_rng = random.Random(chaos.seed if chaos else 0)
+    docker = config.sandbox.backend in ("docker", "gvisor")
     pool = SandboxPool(
-        lambda key: create_sandbox(_spec_for(spec, key)),
+        make_sandbox,
         capacity=config.sandbox.pool_capacity,
         metrics=system.metrics,
+        reaper=DockerReaper() if docker else None,  # containers of a killed run are removed
     )
     policy = make_policy(config.model, seed=config.seed)
     prompt_room = config.model.max_len - config.model.max_new_tokens
@@ -133,7 +159,9 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
         await _preflight(pool, config.sandbox.runtime)
         background.start_soon(relay_stop)
         background.start_soon(board.run, system, pool)
-        recorder = system.spawn(lambda: Recorder(run.log), name="recorder", mailbox_size=65536)
+        recorder = system.spawn(
+            lambda: Recorder(run.log), name="recorder", mailbox_size=65536, **SURVIVE_CRASHES
+        )
 
         async def evaluate(stage: str, weights: TransformerPolicy) -> None:
             if stage in progress.get("evals", {}) or hooks.stop.is_set():
@@ -211,9 +239,27 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
             await evaluate("after_sft", policy)
             # 3. RL
             if not progress.get("rl", {}).get("done"):
-                await _rl_phase(
-                    config, run, progress, system, pool, source, recorder, counts, hooks, board
-                )
+                in_rl["on"] = True
+                try:
+                    await _rl_phase(
+                        config,
+                        run,
+                        progress,
+                        system,
+                        pool,
+                        source,
+                        recorder,
+                        counts,
+                        hooks,
+                        board,
+                        chaos=chaos,
+                        chaos_counts=chaos_counts,
+                    )
+                finally:
+                    in_rl["on"] = False
+                    if chaos is not None:
+                        _record_chaos(progress, chaos_counts, injector, system)
+                        run.write_progress(progress)
             # 4. held-out after RL
             final = await _off_loop(_latest_policy, config, run)
             if final is not None and progress.get("rl", {}).get("done"):
@@ -283,6 +329,9 @@ async def _rl_phase(
     counts: RunCounts,
     hooks: TrainHooks,
     board: Dashboard,
+    *,
+    chaos: ChaosSpec | None,
+    chaos_counts: ChaosCounts,
 ) -> None:
     resume: Checkpoint | None = None
     if any(run.checkpoints.glob("ckpt-*.pt")):
@@ -297,6 +346,7 @@ async def _rl_phase(
     if config.learner.kl_coef > 0:
         reference = make_policy(config.model, seed=config.seed)
         await _off_loop(load_weights, reference, run.sft_weights, version=0)
+    await _close_earlier_segments(run, source, recorder, resume, int(progress["segment"]))
     rl_progress = progress.setdefault("rl", {})
     phase = RLPhase(
         config,
@@ -314,6 +364,8 @@ async def _rl_phase(
         counts=counts,
         stop=hooks.stop,
         on_version=hooks.on_version,
+        chaos=chaos,
+        chaos_counts=chaos_counts,
     )
     board.phase = "rl"
     board.rl = phase
@@ -328,6 +380,58 @@ async def _rl_phase(
     segments.append({"learner": outcome.learner, "interrupted": outcome.interrupted})
     rl_progress["done"] = not outcome.interrupted
     run.write_progress(progress)
+
+
+def _record_chaos(
+    progress: dict[str, Any],
+    counts: ChaosCounts,
+    injector: CrashInjector | None,
+    system: ActorSystem,
+) -> None:
+    """Faults injected so far (every segment), and what the runtime did about them."""
+    segments = progress.setdefault("chaos_segments", {})
+    stats = system.statistics()
+    segments[str(progress["segment"])] = {
+        "faults": counts.as_dict(),
+        "crashes": dict(injector.crashes) if injector is not None else {},
+        "restarts": stats.restarts,
+        "redelivered": stats.redelivered,
+        "dead_letters": stats.dead_letters,
+    }
+
+
+async def _close_earlier_segments(
+    run: RunDir, source: TaskSource, recorder: ActorRef, resume: Checkpoint | None, segment: int
+) -> None:
+    """Before RL resumes: close each rollout an earlier segment left open (it was in flight, or
+    scored and waiting for the learner, when that process was killed) with a cancelled record,
+    and mark the checkpoint version RL resumes from (roost/train/lineage.py)."""
+    records, _ = await anyio.to_thread.run_sync(load_run_records, run)
+    lineage = trace_lineage(records)
+    if lineage.requested is None and not lineage.steps:
+        return  # the first RL segment
+    for rollout in lineage.open:
+        await recorder.tell(
+            TrajectoryRecord(
+                rollout_id=rollout.rollout_id,
+                task_id=rollout.task_id,
+                level=rollout.level,
+                demo_level=source.is_demo_level(rollout.level),
+                status="cancelled",
+                reason="run killed: the rollout was open when the process died",
+                wall=time.time(),
+            )
+        )
+    version = resume.version if resume is not None else 0
+    open_count = len(lineage.open)
+    resumed = ResumeRecord(segment=segment, version=version, cancelled=open_count, wall=time.time())
+    await recorder.tell(resumed)
+    await recorder.ask(Flush(), timeout=60)
+    lost = sum(step.version > version for step in lineage.steps)
+    if open_count or lost:
+        _log.warning(
+            "resumed_after_kill", closed_open_rollouts=open_count, steps_lost=lost, version=version
+        )
 
 
 def _latest_policy(config: TrainConfig, run: RunDir) -> TransformerPolicy | None:

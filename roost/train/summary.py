@@ -15,7 +15,8 @@ from typing import Any
 
 from actors.recorder import read_records
 from roost.train.config import TrainConfig
-from roost.train.records import EvalRecord, RunRecord, StepRecord, TrajectoryRecord
+from roost.train.lineage import trace_lineage
+from roost.train.records import EvalRecord, RunRecord
 from roost.train.rundir import RunDir
 
 __all__ = ["load_run_records", "summarize", "write_summary"]
@@ -34,8 +35,8 @@ def summarize(
     run: RunDir, config: TrainConfig, progress: dict[str, Any], metrics: dict[str, Any]
 ) -> dict[str, Any]:
     records, problems = load_run_records(run)
-    trajectories = [r for r in records if isinstance(r, TrajectoryRecord)]
-    steps = [r for r in records if isinstance(r, StepRecord)]
+    lineage = trace_lineage(records)
+    trajectories, steps = lineage.trajectories, lineage.steps
     statuses = collections.Counter(r.status for r in trajectories)
     ids = collections.Counter(r.rollout_id for r in trajectories)
     failures = collections.Counter(
@@ -54,7 +55,12 @@ def summarize(
     rl_s = float(rl.get("elapsed_s", 0.0))
     scored = statuses.get("scored", 0)
     samples = sum(len(r.turns) for r in trajectories if r.status == "scored")
-    requested = int(rl.get("requested", 0))
+    # The log's request records count every segment, a killed one included; progress.json
+    # only counts segments that ended (and is all that logs from before them have).
+    requested = (
+        len(lineage.requested) if lineage.requested is not None else int(rl.get("requested", 0))
+    )
+    trained = [rid for step in steps for rid in step.rollout_ids]
     return {
         "heldout_pass_rate_after_sft": evals.get("after_sft", {}).get("result"),
         "heldout_pass_rate_after_rl": evals.get("after_rl", {}).get("result"),
@@ -65,7 +71,13 @@ def summarize(
         "scored": scored,
         "failed": statuses.get("failed", 0),
         "cancelled": statuses.get("cancelled", 0),
-        "balanced": requested == len(trajectories) and all(n == 1 for n in ids.values()),
+        "balanced": (
+            requested == len(trajectories)
+            and all(n == 1 for n in ids.values())
+            and not lineage.open
+            and (lineage.requested is None or set(ids) == set(lineage.requested))
+        ),
+        "trained_twice": len(trained) - len(set(trained)),
         "max_staleness_seen": max(max(staleness, default=0), learner_max),
         "throughput": {
             "rollouts_per_s": scored / rl_s if rl_s else 0.0,
@@ -76,6 +88,8 @@ def summarize(
         "k": config.learner.k,
         "versions": int(rl.get("version", 0)),
         "learner_steps_logged": len(steps),
+        "learner_steps_lost": lineage.void_steps,  # logged, but lost with a killed process
+        "trained_in_lost_steps": lineage.trained_in_lost_steps,
         "rl_seconds": rl_s,
         "sft": progress.get("sft"),
         "control": progress.get("control"),
@@ -94,7 +108,21 @@ def summarize(
         "eval_records": sum(isinstance(r, EvalRecord) for r in records),
         "log_problems": problems,
         "loop_lag_p99_s": (metrics.get("loop_lag_s") or {}).get("p99"),
+        "chaos": _chaos_totals(progress) if config.chaos else None,
     }
+
+
+def _chaos_totals(progress: dict[str, Any]) -> dict[str, Any]:
+    """Faults injected and crashes survived, summed over the segments of the run."""
+    faults: collections.Counter[str] = collections.Counter()
+    crashes: collections.Counter[str] = collections.Counter()
+    totals = {"restarts": 0, "redelivered": 0, "dead_letters": 0}
+    for segment in progress.get("chaos_segments", {}).values():
+        faults.update(segment["faults"])
+        crashes.update(segment["crashes"])
+        for key in totals:
+            totals[key] += int(segment[key])
+    return {"faults": dict(faults), "crashes": dict(crashes), **totals}
 
 
 def write_summary(

@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from actors.rollouts import RolloutFinished, RolloutRequest
-from actors.sandbox_worker import Action, SandboxWorker
+from actors.sandbox_worker import Action, Assign, Outcome, SandboxWorker, WorkerDone
 from actors.scheduler import GetStatistics, Quotas, Scheduler, SchedulerConfig, SchedulerStatistics
 from actors.sim_generator import SimulatedGenerator
 from policies.scheduling import make_policy
@@ -118,3 +118,73 @@ def test_bad_requests_are_refused_at_construction_with_the_field_named() -> None
         RolloutRequest(rollout_id="r", task_id="t", max_steps=0)
     with pytest.raises(ValueError, match="rollout_id must not be empty"):
         RolloutRequest(rollout_id="", task_id="t")
+
+
+class ClosingGate:
+    """Admits until told to close (as a staleness gate closes while the learner waits)."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def admits(self, in_flight: int) -> bool:
+        return not self.closed
+
+
+class FailsOnceWorker(Actor):
+    """Reports an infrastructure failure on the first attempt (closing the gate as it does),
+    and a pass on any later one."""
+
+    def __init__(self, gate: ClosingGate, attempts: list[int]) -> None:
+        self.gate = gate
+        self.attempts = attempts
+
+    @handler
+    async def assign(self, msg: Assign) -> None:
+        self.attempts.append(msg.attempt)
+        msg.lease.release(healthy=msg.attempt > 1)
+        if msg.attempt == 1:
+            self.gate.closed = True
+        outcome: Outcome = "infra" if msg.attempt == 1 else "passed"
+        await msg.reply_to.tell(
+            WorkerDone(
+                rollout_id=msg.request.rollout_id,
+                attempt=msg.attempt,
+                outcome=outcome,
+                started_at=0.0,
+                worker=self.name,
+            )
+        )
+
+
+async def test_a_retry_is_dispatched_even_while_the_admission_gate_is_closed() -> None:
+    # The gate admitted the rollout once; holding its retry back until the gate reopens can
+    # wait forever when the gate waits on that very rollout (its group feeds the learner).
+    profile = RuntimeProfile(cold_start=Distribution.constant(0.0), exec=Distribution.constant(0.0))
+    cluster = SimCluster({"python": profile}, seed=0)
+    spec = SandboxSpec(backend="sim", runtime="python")
+    gate, attempts = ClosingGate(), list[int]()
+    records: list[RolloutFinished] = []
+    done = anyio.Event()
+    async with (
+        SandboxPool(lambda key: cluster.sandbox(spec), capacity=2) as pool,
+        ActorSystem(lag_interval=None) as system,
+    ):
+        sink = system.spawn(lambda: Sink(records, 1, done), name="sink")
+        worker = system.spawn(lambda: FailsOnceWorker(gate, attempts), name="w0", mailbox_size=1)
+        scheduler = system.spawn(
+            lambda: Scheduler(
+                pool=pool,
+                workers=[worker],
+                sink=sink,
+                policy=make_policy("fifo"),
+                config=SchedulerConfig(max_retries=2, backoff_s=0.01),
+                gate=gate,
+            ),
+            name="scheduler",
+        )
+        await scheduler.tell(req(0))
+        with anyio.fail_after(10):
+            await done.wait()
+    assert gate.closed
+    assert attempts == [1, 2]
+    assert [(r.status, r.passed, r.attempts) for r in records] == [("completed", True, 2)]
