@@ -41,7 +41,7 @@ from sandboxes._pool_parts import (
     PoolReaper,
     PoolStatistics,
     StartGate,
-    Validating,
+    is_validating,
 )
 from sandboxes._pool_upkeep import Upkeep
 from sandboxes._protocol import Sandbox
@@ -321,7 +321,7 @@ class SandboxPool:
         prepare = self.prepare.get(key)
         if prepare is None:
             return
-        if not isinstance(sandbox, Validating):
+        if not is_validating(sandbox):
             await prepare(sandbox)  # no snapshots here: repeat the setup
             return
         archive = self._snapshots.get(key)
@@ -350,7 +350,7 @@ class SandboxPool:
         try:
             with anyio.fail_after(self.reset_timeout):
                 await sandbox.reset()
-                if isinstance(sandbox, Validating):
+                if is_validating(sandbox):
                     if self.validate:
                         problems = await sandbox.validate()
                 elif key in self.prepare:
