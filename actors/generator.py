@@ -30,6 +30,7 @@ from policies.neural import Decoding, NeuralPolicy, Sample
 from policies.staleness import StalenessBook
 from policies.tokenizer import ByteTokenizer
 from runtime import Actor, ActorRef, Message, handler
+from runtime.clock import now as clock_now
 from sandboxes._spec import ExecResult
 
 __all__ = [
@@ -153,7 +154,7 @@ class Generator(Actor):
                 msg.reply.event.set()
             self.log.warning("generate_request_rejected", reason=problem)
             return
-        self._pending.append((anyio.current_time(), msg))
+        self._pending.append((clock_now(), msg))
         self._schedule()
 
     @handler
@@ -252,7 +253,7 @@ class Generator(Actor):
         self._scheduled = True
         delay = 0.0
         if self._running is None and len(self._pending) < self.config.max_batch:
-            waited = anyio.current_time() - self._pending[0][0]
+            waited = clock_now() - self._pending[0][0]
             delay = max(0.0, self.config.max_wait_s - waited)
         # A timer, not try_tell: a full mailbox must not lose (or deadlock on) our own step.
         try:

@@ -16,6 +16,7 @@ import msgspec
 
 from actors.rollouts import RolloutRequest, StepTiming
 from runtime import Actor, ActorRef, Message, handler
+from runtime.clock import now as clock_now
 from sandboxes._errors import SandboxConfigError, SandboxInfraError
 from sandboxes._spec import ExecResult
 
@@ -78,7 +79,7 @@ class SandboxWorker(Actor):
 
     async def _episode(self, msg: Assign) -> WorkerDone:
         lease = msg.lease
-        started = anyio.current_time()
+        started = clock_now()
         steps: list[StepTiming] = []
         outcome: Outcome = "failed"
         reason = ""
@@ -87,12 +88,12 @@ class SandboxWorker(Actor):
         try:
             with anyio.move_on_after(max(0.0, msg.deadline_at - started)) as deadline:
                 sandbox = await lease.ready()
-                acquire_s = anyio.current_time() - started
+                acquire_s = clock_now() - started
                 last: ExecResult | None = None
                 for step in range(msg.request.max_steps):
-                    t0 = anyio.current_time()
+                    t0 = clock_now()
                     action = await self.actions.act(msg.request, step, last)
-                    t1 = anyio.current_time()
+                    t1 = clock_now()
                     try:
                         last = await sandbox.exec(action.command, timeout=action.timeout)
                     except SandboxConfigError as exc:
@@ -103,7 +104,7 @@ class SandboxWorker(Actor):
                             exit_code=126, stderr=f"roost: bad action: {exc}\n".encode()
                         )
                         reason = f"bad action: {exc}"
-                    steps.append(StepTiming(t1 - t0, anyio.current_time() - t1))
+                    steps.append(StepTiming(t1 - t0, clock_now() - t1))
                     if last.infra_error is not None:
                         outcome, reason, healthy = "infra", last.infra_error.message, False
                         break

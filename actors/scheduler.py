@@ -20,12 +20,11 @@ import random
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-import anyio
-
 from actors.rollouts import RolloutFinished, RolloutRequest, Status
 from actors.sandbox_worker import Assign, WorkerDone
 from policies.scheduling import ClassKey, PendingClass, PendingRollout, SchedulingPolicy
 from runtime import Actor, ActorRef, Message, handler
+from runtime.clock import now as clock_now
 from sandboxes.pool import SandboxPool
 
 __all__ = [
@@ -168,7 +167,7 @@ class Scheduler(Actor):
 
     @property
     def now(self) -> float:
-        return anyio.current_time()
+        return clock_now()
 
     def warm(self, runtime: str) -> int:
         return self.pool.idle(runtime)

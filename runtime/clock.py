@@ -24,8 +24,16 @@ __all__ = ["VirtualClockEventLoop", "now"]
 
 
 def now() -> float:
-    """Seconds on the running loop's clock (virtual under `VirtualClockEventLoop`)."""
-    return anyio.current_time()
+    """Seconds on the running loop's clock (virtual under `VirtualClockEventLoop`).
+
+    The same value as `anyio.current_time()` at an eighth of its cost on asyncio (0.4 us
+    against 3.5 us: anyio first works out which library is running); hot paths that read the
+    clock per message use this.
+    """
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:  # not asyncio (trio): anyio knows the clock
+        return anyio.current_time()
 
 
 class _JumpingSelector(selectors.BaseSelector):

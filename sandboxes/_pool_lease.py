@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import anyio
-
+from runtime.clock import now as clock_now
 from sandboxes._errors import SandboxInfraError, SandboxStartError
 from sandboxes._protocol import Sandbox
 
@@ -23,7 +22,7 @@ class Lease:
         self.key = key
         self.sandbox = sandbox
         self.cold = cold
-        self.leased_at = anyio.current_time()
+        self.leased_at = clock_now()
         self._ready = False
         self._released = False
 
@@ -46,7 +45,7 @@ class Lease:
                     self.release(healthy=False)
                     raise
             self._ready = True
-            self._pool._acquire.record(anyio.current_time() - self.leased_at)
+            self._pool._acquire.record(clock_now() - self.leased_at)
         return self.sandbox
 
     def release(self, *, healthy: bool = True) -> None:

@@ -14,6 +14,7 @@ import anyio
 import structlog
 from typing_extensions import TypeIs
 
+from runtime.clock import now as clock_now
 from runtime.metrics import Histogram
 
 __all__ = [
@@ -137,21 +138,21 @@ class StartGate:
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        asked = anyio.current_time()
+        asked = clock_now()
         if self._limiter is None:
             await self._pace()
-            self.latency.record(anyio.current_time() - asked)
+            self.latency.record(clock_now() - asked)
             yield
             return
         async with self._limiter:
             await self._pace()
-            self.latency.record(anyio.current_time() - asked)
+            self.latency.record(clock_now() - asked)
             yield
 
     async def _pace(self) -> None:
         if not self._interval:
             return
-        now = anyio.current_time()
+        now = clock_now()
         at = max(now, self._next_at)
         self._next_at = at + self._interval
         if at > now:

@@ -32,6 +32,7 @@ import anyio
 import anyio.abc
 import structlog
 
+from runtime.clock import now as clock_now
 from runtime.metrics import Histogram, MetricsRegistry
 from sandboxes._errors import SandboxInfraError
 from sandboxes._pool_lease import Lease
@@ -152,7 +153,7 @@ class SandboxPool:
             await self.reaper.at_start()
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
-        self._busy_since = anyio.current_time()
+        self._busy_since = clock_now()
         if self.min_idle or self.idle_timeout_s is not None:
             self._maintenance = anyio.CancelScope()
             self._task_group.start_soon(self._upkeep.run, self._maintenance)
@@ -288,7 +289,7 @@ class SandboxPool:
 
     def _account(self) -> None:
         # Integrate busy sandboxes over time, for utilization.
-        now = anyio.current_time()
+        now = clock_now()
         self._busy_seconds += self._busy * (now - self._busy_since)
         self._busy_since = now
 
@@ -374,7 +375,7 @@ class SandboxPool:
             self._destroy(key, sandbox)
             return
         self._idle.setdefault(key, collections.OrderedDict())[sandbox.id] = sandbox
-        self._idle_since[sandbox.id] = anyio.current_time()
+        self._idle_since[sandbox.id] = clock_now()
         self._notify_room()
         for callback in self._on_idle:
             callback(key)

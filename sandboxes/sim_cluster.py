@@ -21,6 +21,7 @@ from typing import Self
 import anyio
 import msgspec
 
+from runtime.clock import now as clock_now
 from runtime.distributions import Distribution
 from sandboxes._errors import (
     DaemonError,
@@ -81,7 +82,7 @@ class SimCluster:
         self._ids = itertools.count()
 
     def in_outage(self) -> bool:
-        now = anyio.current_time()
+        now = clock_now()
         return any(o.start <= now < o.end for o in self.faults.outages)
 
     def profile(self, runtime: str) -> RuntimeProfile:
@@ -136,7 +137,7 @@ class ClusterSandbox:
         self._check_usable()
         cluster = self._cluster
         limit = self._spec.timeout_s if timeout is None else timeout
-        started = anyio.current_time()
+        started = clock_now()
         if self._broken or cluster.in_outage():
             return ExecResult.infra(DaemonError(f"{self._id}: daemon unavailable (simulated)"))
         draw = cluster.rng.random()
@@ -156,7 +157,7 @@ class ClusterSandbox:
             await anyio.sleep(limit)
             return ExecResult(exit_code=None, timed_out=True, duration_s=limit)
         await anyio.sleep(latency)
-        duration = anyio.current_time() - started
+        duration = clock_now() - started
         return ExecResult(exit_code=_simulated_exit(cmd), duration_s=duration)
 
     async def put_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
