@@ -20,7 +20,8 @@ from rich.console import Console
 
 from roost.profile.model import LearnerStep, RolloutTiming
 from roost.profile.sources import LEARNER_STEPS, ROLLOUTS, write_jsonl
-from roost.train.records import StepRecord, TrajectoryRecord
+from roost.train.lineage import trace_lineage
+from roost.train.records import TrajectoryRecord
 from roost.train.rundir import RunDir
 
 __all__ = ["PROFILE_DIR", "add_profile_to_report", "export_profile_inputs", "profile_training_run"]
@@ -31,12 +32,14 @@ _SECTION_START, _SECTION_END = "<!-- roost profile -->", "<!-- /roost profile --
 
 
 def export_profile_inputs(run: RunDir, records: Sequence[Any]) -> None:
-    trajectories = [r for r in records if isinstance(r, TrajectoryRecord)]
+    # The surviving history: after a kill and resume, steps lost with the process are void.
+    lineage = trace_lineage(records)
+    trajectories = lineage.trajectories
     write_jsonl(run.root / ROLLOUTS, [_timing(r) for r in trajectories])
     finished = {r.rollout_id: r.finished_at for r in trajectories}
     steps: list[LearnerStep] = []
     previous: float | None = None
-    for step in (r for r in records if isinstance(r, StepRecord)):
+    for step in lineage.steps:
         if step.at <= 0:
             continue  # written before steps carried the loop clock
         ends = [finished[i] for i in step.rollout_ids if i in finished]
