@@ -32,8 +32,8 @@ CRASHES = {
     "generator": 0.01,  # thousands of messages (a decoding step each)
     "scheduler": 0.02,
     "worker": 0.15,
-    "collector": 0.05,
-    "recorder": 0.05,
+    "collector": 0.15,  # one message per rollout: ~50 in this run
+    "recorder": 0.15,
     "learner": 0.2,  # a few dozen messages
 }
 PROCESS_CHAOS = ",".join(
