@@ -8,6 +8,7 @@ which needs root, as starting it did (scripts/real_parts.sh).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -43,7 +44,12 @@ def _dockerd() -> tuple[int, list[str]]:
         except OSError:
             continue
         if argv and Path(argv[0].decode(errors="replace")).name == "dockerd":
-            return int(entry.name), [a.decode() for a in argv if a]
+            args = [a.decode() for a in argv if a]
+            # The binary itself, not argv[0]: that may be a bare name and this process's
+            # PATH need not be the one the daemon was started with.
+            with contextlib.suppress(OSError):
+                args[0] = os.readlink(entry / "exe")
+            return int(entry.name), args
     raise DockerRestartError("no dockerd process is running")
 
 
@@ -66,22 +72,40 @@ async def restart_docker_daemon() -> float:
     """Stop dockerd (SIGTERM, then SIGKILL), start it again with the same arguments, and wait
     until it answers; returns the seconds the daemon was unavailable.
 
+    Once the daemon is signalled the restart is shielded from cancellation: a run that ends
+    while the old daemon is still stopping (it waits up to 10 s for each container) must not
+    leave the host without a daemon. Its own deadlines bound it.
+
     :raises DockerRestartError: no daemon, or it did not come back within the deadlines.
     """
     pid, argv = await anyio.to_thread.run_sync(_dockerd)
     started = anyio.current_time()
     _log.warning("chaos.docker_restart", pid=pid, argv=argv)
     os.kill(pid, signal.SIGTERM)
+    with anyio.CancelScope(shield=True):
+        await _bring_back(pid, argv)
+    down = anyio.current_time() - started
+    _log.warning("chaos.docker_back", seconds=round(down, 2))
+    return down
+
+
+async def _bring_back(pid: int, argv: list[str]) -> None:
     with anyio.move_on_after(STOP_TIMEOUT_S):
         # Waiting for a process that is not our child: its /proc entry is all there is to watch.
         while _alive(pid):  # noqa: ASYNC110
             await anyio.sleep(0.1)
     if _alive(pid):
         os.kill(pid, signal.SIGKILL)
-    with LOG_PATH.open("ab") as log:  # noqa: ASYNC230 - opening a log file, microseconds
-        daemon = subprocess.Popen(  # noqa: ASYNC220 - detached on purpose: it outlives the run
-            argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
-        )
+        with anyio.move_on_after(STOP_TIMEOUT_S):
+            while _alive(pid):  # noqa: ASYNC110
+                await anyio.sleep(0.1)
+    try:
+        with LOG_PATH.open("ab") as log:  # noqa: ASYNC230 - opening a log file, microseconds
+            daemon = subprocess.Popen(  # noqa: ASYNC220 - detached on purpose: it outlives the run
+                argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+    except OSError as exc:
+        raise DockerRestartError(f"could not start {argv[0]}: {exc}") from exc
     _started.append(daemon)  # kept, so that its handle is never collected while it runs
     with anyio.move_on_after(ANSWER_TIMEOUT_S) as waiting:
         while True:
@@ -100,6 +124,3 @@ async def restart_docker_daemon() -> float:
                 await docker.close()
     if waiting.cancelled_caught:
         raise DockerRestartError(f"dockerd did not answer within {ANSWER_TIMEOUT_S} s of a restart")
-    down = anyio.current_time() - started
-    _log.warning("chaos.docker_back", seconds=round(down, 2))
-    return down

@@ -42,6 +42,8 @@ class ChaosCounts(msgspec.Struct, kw_only=True):
     generator_error: int = 0
     verifier_error: int = 0
     restart_docker: int = 0
+    # Outcomes, not faults: a restart whose daemon did not come back is a broken host.
+    restart_docker_failed: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return msgspec.structs.asdict(self)

@@ -321,6 +321,7 @@ class RLPhase:
         try:
             await restart_docker_daemon()
         except DockerRestartError as exc:
+            self.chaos_counts.restart_docker_failed += 1
             _log.error("chaos.docker_restart_failed", error=str(exc))
 
     # -- feeding ---------------------------------------------------------------------------------

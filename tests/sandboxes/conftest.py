@@ -101,8 +101,10 @@ def _reap_leftovers() -> Any:
 
 async def _sweep(run_id: str | None) -> None:
     from sandboxes import reap
+    from sandboxes._docker_calls import docker_client
 
-    docker = aiodocker.Docker()
+    # A clear error, not aiodocker's bare assertion, if a test left the host without a daemon.
+    docker = docker_client()
     try:
         await reap(docker, run_id=run_id, expired=True)
     finally:

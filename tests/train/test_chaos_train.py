@@ -126,4 +126,5 @@ async def test_chaos_train_survives_removed_containers_and_a_daemon_restart(
     assert summary["heldout_pass_rate_after_rl"] is not None
     faults = summary["chaos"]["faults"]
     assert faults["restart_docker"] == 1
+    assert faults["restart_docker_failed"] == 0
     assert faults["remove_container"] > 0
