@@ -27,7 +27,7 @@ __all__ = ["DockerRestartError", "restart_docker_daemon"]
 _log = structlog.get_logger("roost.chaos")
 STOP_TIMEOUT_S = 30.0
 ANSWER_TIMEOUT_S = 90.0
-_started: list[subprocess.Popen[bytes]] = []
+SPAWN_TIMEOUT_S = 10.0
 LOG_PATH = Path(os.environ.get("ROOST_DOCKERD_LOG", "/var/log/roost-dockerd.log"))
 
 
@@ -89,6 +89,22 @@ async def restart_docker_daemon() -> float:
     return down
 
 
+async def _spawn_detached(argv: list[str]) -> None:
+    """Start the daemon as init's child, not ours: it outlives this process, which must neither
+    reap it nor hold a handle to it. A shell starts it in the background and exits at once."""
+    try:
+        with anyio.fail_after(SPAWN_TIMEOUT_S):
+            with LOG_PATH.open("ab") as log:  # noqa: ASYNC230 - opening a log file, microseconds
+                await anyio.run_process(
+                    ["/bin/sh", "-c", '"$@" </dev/null &', "sh", *argv],
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                )
+    except (OSError, TimeoutError, subprocess.CalledProcessError) as exc:
+        raise DockerRestartError(f"could not start {argv[0]}: {exc}") from exc
+
+
 async def _bring_back(pid: int, argv: list[str]) -> None:
     with anyio.move_on_after(STOP_TIMEOUT_S):
         # Waiting for a process that is not our child: its /proc entry is all there is to watch.
@@ -99,14 +115,7 @@ async def _bring_back(pid: int, argv: list[str]) -> None:
         with anyio.move_on_after(STOP_TIMEOUT_S):
             while _alive(pid):  # noqa: ASYNC110
                 await anyio.sleep(0.1)
-    try:
-        with LOG_PATH.open("ab") as log:  # noqa: ASYNC230 - opening a log file, microseconds
-            daemon = subprocess.Popen(  # noqa: ASYNC220 - detached on purpose: it outlives the run
-                argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
-            )
-    except OSError as exc:
-        raise DockerRestartError(f"could not start {argv[0]}: {exc}") from exc
-    _started.append(daemon)  # kept, so that its handle is never collected while it runs
+    await _spawn_detached(argv)
     with anyio.move_on_after(ANSWER_TIMEOUT_S) as waiting:
         while True:
             try:
