@@ -2,7 +2,11 @@
 
 About 3.2M parameters at the defaults (4 layers, width 256). Prompts of different lengths are
 left-padded; positions are counted per sequence and padding is masked out of attention, so a
-sequence's tokens do not depend on what it is batched with. On CUDA compute runs under bf16
+sequence's tokens do not depend on what it is batched with. Positions enter as rotary
+embeddings of queries and keys (relative offsets), not as a learned table of absolute
+positions: with a table, positions that demonstrations never reached (a longer prompt at a
+level with tests only, a revision prompt with the last attempt in it) were untrained, and the
+model wrote garbage or nothing there. On CUDA compute runs under bf16
 autocast (weights stay fp32 for the optimizer); on CPU everything is fp32.
 """
 
@@ -34,6 +38,21 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} must be a multiple of n_heads {self.n_heads}")
+        if (self.d_model // self.n_heads) % 2:
+            raise ValueError(
+                f"d_model / n_heads must be even (rotary positions turn pairs), got "
+                f"{self.d_model} / {self.n_heads}"
+            )
+
+
+ROPE_BASE = 10_000.0
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding of `x` [B, H, T, D]: each pair (i, i + D/2) turned by its angle."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
 class _Block(nn.Module):
@@ -51,11 +70,16 @@ class _Block(nn.Module):
         )
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor,
+        rotary: tuple[torch.Tensor, torch.Tensor],
+        past: tuple[torch.Tensor, torch.Tensor] | None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         b, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
         q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        q, k = _rotate(q, *rotary), _rotate(k, *rotary)  # the cache holds rotated keys
         if past is not None:
             k = torch.cat([past[0], k], dim=2)
             v = torch.cat([past[1], v], dim=2)
@@ -69,7 +93,11 @@ class _Decoder(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos = nn.Embedding(cfg.max_len, cfg.d_model)
+        head_dim = cfg.d_model // cfg.n_heads
+        exponents = torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim
+        # Derived from the config, not learned: kept out of the state dict.
+        self.inv_freq: torch.Tensor
+        self.register_buffer("inv_freq", ROPE_BASE**-exponents, persistent=False)
         self.blocks = nn.ModuleList(_Block(cfg) for _ in range(cfg.n_layers))
         self.ln = nn.LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
@@ -91,10 +119,12 @@ class _Decoder(nn.Module):
         causal = timeline.unsqueeze(0) <= query_at
         mask = causal.unsqueeze(0) & key_valid.unsqueeze(1)
         mask = mask | (timeline.unsqueeze(0) == query_at).unsqueeze(0)
-        x = self.tok(tokens) + self.pos(positions.clamp(max=self.cfg.max_len - 1))
+        angles = positions.unsqueeze(-1).float() * self.inv_freq  # [B, T, D/2]
+        rotary = (angles.cos().unsqueeze(1), angles.sin().unsqueeze(1))
+        x = self.tok(tokens)
         new_cache: KVCache = []
         for i, block in enumerate(self.blocks):
-            x, kv = block(x, mask.unsqueeze(1), cache[i] if cache is not None else None)
+            x, kv = block(x, mask.unsqueeze(1), rotary, cache[i] if cache is not None else None)
             new_cache.append(kv)
         return self.head(self.ln(x)).float(), new_cache
 

@@ -1,8 +1,11 @@
 """Procedural code tasks: "implement `f`" from a one-line description and two examples.
 
 Seeded and deterministic: `ProceduralTasks(seed).task(level, index)` is always the same task,
-and the supply is unbounded (any index). Level 1 is one integer operation (`return x + 3`);
-each level composes more: two operations, list maps and filters, aggregates, conditionals.
+and the supply is unbounded (any index). Levels 1 to 4 chain that many integer operations
+(`return x + 3`, then `return (x + 3) * 2`, ...); the levels above compose new forms: list maps
+and filters, aggregates, conditionals. Each chain level is the one below with one more step of
+the same kind, so a model taught levels 1-2 can reach 3 and 4 by sampling and learn them from
+reward alone; the list and conditional levels need syntax no lower level shows.
 Prompts and solutions stay a line or two long so a small character-level model can learn the
 low levels. The id is a digest of the solution, so the same function always has the same id
 and the same split: a held-out function can never reach training under another index.
@@ -21,7 +24,9 @@ from tasks._spec import Task, TestCase
 __all__ = ["MAX_LEVEL", "ProceduralTasks", "Split"]
 
 Split = Literal["train", "heldout"]
-MAX_LEVEL = 7
+MAX_LEVEL = 9
+CHAIN_LEVELS = 4  # levels 1..4: that many chained integer operations
+BRANCH_LEVEL = 7  # a conditional; levels 5, 6, 8 and 9 are list pipelines
 MAX_DRAWS = 1000
 
 
@@ -130,12 +135,12 @@ def _pipeline(ops: list[_Op], k: int, keep: bool, agg: str) -> Callable[[object]
 
 
 def _shape(level: int, rng: random.Random) -> _Shape:
-    if level <= 2:
+    if level <= CHAIN_LEVELS:
         ops = [_int_op(rng) for _ in range(level)]
         words = ", then ".join(o.words for o in ops)
         variants = [_chain(bumped) for bumped in _bumps(ops)]
         return _Shape("x", words, _render(ops, "x"), _chain(ops), False, None, variants)
-    if level == 5:
+    if level == BRANCH_LEVEL:
         k = rng.randint(-3, 3)
         yes, no = _int_op(rng), _int_op(rng)
         while no.words == yes.words:
@@ -146,11 +151,14 @@ def _shape(level: int, rng: random.Random) -> _Shape:
         variants += [_branch(k, y, no) for [y] in _bumps([yes])]
         variants += [_branch(k, yes, n) for [n] in _bumps([no])]
         return _Shape("x", words, body, _branch(k, yes, no), False, k, variants)
-    n_map = 1 if level <= 4 else level - 4
-    ops = [_int_op(rng) for _ in range(n_map)] if level != 3 or rng.random() < 0.5 else []
+    # List pipelines: 5 is a map or a filter, 6 filter + map + aggregate, 8 and 9 two and three
+    # maps (the numbering before the chain levels 3 and 4 existed: 3, 4, 6, 7).
+    stage = level - 2
+    n_map = 1 if stage <= 4 else stage - 4
+    ops = [_int_op(rng) for _ in range(n_map)] if stage != 3 or rng.random() < 0.5 else []
     k = rng.randint(-2, 3)
-    keep = level >= 4 or not ops
-    agg = rng.choice(["", "sum", "len", "max"]) if level >= 4 or not ops else ""
+    keep = stage >= 4 or not ops
+    agg = rng.choice(["", "sum", "len", "max"]) if stage >= 4 or not ops else ""
     if agg == "len":
         ops = []  # a map before len would be untestable
     clause = f" if v > {k}" if keep else ""

@@ -134,7 +134,7 @@ def _print_summary(report: dict[str, Any]) -> None:
     show_default=True,
     help="Tasks in all, spread evenly over the levels.",
 )
-@click.option("--levels", default="1-7", show_default=True, help="A range such as 1-4.")
+@click.option("--levels", default="1-9", show_default=True, help="A range such as 1-4.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--split", type=click.Choice(["train", "heldout"]), default="train", show_default=True

@@ -18,6 +18,7 @@ import msgspec
 
 from roost.chaos.spec import ChaosSpec, ChaosSpecError, parse_chaos
 from runtime.config import ConfigError, load_config
+from tasks.procedural import MAX_LEVEL
 
 __all__ = ["ConfigError", "TrainConfig", "load_train_config"]
 
@@ -44,6 +45,9 @@ class TasksConfig(_Section):
     heldout_percent: int = 10
     heldout_per_level: int = 30
     demos_per_level: int = 4000
+    #: Share of demonstrations shown as a revision turn (a wrong attempt and its failing test
+    #: before the solution), so that the model learns to answer feedback (procedural only).
+    revision_demos: float = 0.25
     seed: int = 0
     #: How RL draws the level of the next task. `band`: the curriculum (policies/curriculum.py)
     #: keeps the mix's pass rate inside `band`, because a group whose rollouts all pass or all
@@ -56,12 +60,14 @@ class TasksConfig(_Section):
     def __post_init__(self) -> None:
         if len(self.band) != 2 or not 0.0 <= self.band[0] < self.band[1] <= 1.0:
             raise ValueError(f"band: need [low, high] with 0 <= low < high <= 1, got {self.band}")
+        if not 0.0 <= self.revision_demos <= 1.0:
+            raise ValueError(f"revision_demos: must be in [0, 1], got {self.revision_demos}")
         if not 0.0 <= self.explore < 1.0:
             raise ValueError(f"explore: must be in [0, 1), got {self.explore}")
         if not self.levels:
             raise ValueError("levels: at least one level")
-        if any(level < 1 or level > 7 for level in self.levels):
-            raise ValueError(f"levels: each must be in 1..7, got {self.levels}")
+        if any(level < 1 or level > MAX_LEVEL for level in self.levels):
+            raise ValueError(f"levels: each must be in 1..{MAX_LEVEL}, got {self.levels}")
         if not set(self.demo_levels) <= set(self.levels):
             raise ValueError(f"demo_levels: {self.demo_levels} must be among levels {self.levels}")
         if self.source == "jsonl" and not self.path:

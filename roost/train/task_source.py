@@ -95,17 +95,25 @@ class TaskSource:
         return [task for level in sorted(self._heldout) for task in self._heldout[level]]
 
     def demos(self) -> list[tuple[str, str]]:
-        """(prompt, canonical solution) pairs of training tasks at the demonstration levels."""
-        pairs: list[tuple[str, str]] = []
-        for level in self.demo_levels:
-            if self._procedural is not None:
-                tasks = self._procedural.take(level, self.config.demos_per_level, split="train")
-            else:
-                tasks = self._train.get(level, [])
-            pairs += [
-                (first_prompt(t), t.canonical_solution) for t in tasks if t.canonical_solution
+        """(prompt, canonical solution) pairs of training tasks at the demonstration levels; for
+        procedural tasks a share `tasks.revision_demos` in revision form (revision_demos.py)."""
+        if self._procedural is not None:
+            from roost.train.revision_demos import revision_demos
+
+            procedural = self._procedural
+            tasks = [
+                task
+                for level in self.demo_levels
+                for task in procedural.take(level, self.config.demos_per_level, split="train")
             ]
-        return pairs
+            return revision_demos(tasks, self.config.revision_demos, seed=self.config.seed)
+        # A task file's solutions are not run outside a sandbox: first turns only.
+        return [
+            (first_prompt(t), t.canonical_solution)
+            for level in self.demo_levels
+            for t in self._train.get(level, [])
+            if t.canonical_solution
+        ]
 
     def is_demo_level(self, level: int) -> bool:
         return level in self.demo_levels
