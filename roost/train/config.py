@@ -200,11 +200,15 @@ class EvalSection(_Section):
     #: three-turn evaluation costs minutes the 15-minute budget does not have.
     max_turns: int = 1
     sampled_temperature: float = 1.0
+    #: Sampled attempts per held-out task; the sampled pass rate is their mean. With one, the
+    #: sampling noise of a 90-task set alone is about 5 points, the size of an RL effect.
+    samples: int = 8
     concurrency: int = 16
 
     def __post_init__(self) -> None:
         _positive("max_turns", self.max_turns)
         _positive("sampled_temperature", self.sampled_temperature)
+        _positive("samples", self.samples)
         _positive("concurrency", self.concurrency)
 
 

@@ -178,6 +178,7 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
                 max_new_tokens=config.model.max_new_tokens,
                 prompt_room=prompt_room,
                 temperature=config.eval.sampled_temperature,
+                samples=config.eval.samples,
                 concurrency=config.eval.concurrency,
                 seed=config.seed,
             )

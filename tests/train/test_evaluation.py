@@ -1,0 +1,64 @@
+"""Held-out evaluation: the sampled pass rate is the mean over `samples` draws per task."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from policies.neural import Sample
+from policies.tokenizer import ByteTokenizer
+from roost.train import evaluation
+from sandboxes import SandboxSpec
+from sandboxes.pool import SandboxPool
+from sandboxes.process import ProcessSandbox
+from tasks import ProceduralTasks
+from tests.conftest import REAL
+
+pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", [REAL])]
+
+
+async def test_sampled_rate_is_the_mean_over_draws_and_greedy_is_one_draw(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tasks = ProceduralTasks().take(1, 3) + ProceduralTasks().take(2, 3)
+    tokenizer = ByteTokenizer()
+    solution = {t.prompt: t.canonical_solution or "" for t in tasks}
+    calls = itertools.count()
+
+    def fake_generate(
+        policy: Any, prompts: Sequence[Sequence[int]], *, temperature: float, **_: Any
+    ) -> list[Sample]:
+        """Greedy always solves; sampled solves one draw in four (tasks 0, 2, 4 two of their
+        four draws each, the others none: a mean of 0.25, where "any draw" would say 0.5)."""
+        out = []
+        for ids in prompts:
+            prompt = tokenizer.decode(list(ids[1:]))
+            right = temperature == 0 or next(calls) % 4 == 0
+            text = solution[prompt] if right else "    return None\n"
+            out.append(Sample(tokenizer.encode(text, bos=False), [0.0], [0]))
+        return out
+
+    monkeypatch.setattr(evaluation, "generate", fake_generate)
+    pool = SandboxPool(lambda key: ProcessSandbox(SandboxSpec(backend="process")), capacity=4)
+    async with pool:
+        result, details = await evaluation.evaluate_heldout(
+            None,  # type: ignore[arg-type]
+            tasks,
+            pool=pool,
+            key="python",
+            demo_levels=[1],
+            max_turns=1,
+            max_new_tokens=64,
+            prompt_room=400,
+            temperature=1.0,
+            concurrency=4,
+            samples=4,
+        )
+    assert result["all"] == {"greedy": 1.0, "sampled": 0.25}
+    assert result["demo_levels"]["greedy"] == 1.0
+    assert details["samples"] == 4
+    # 6 greedy generations (not counted) and 6 tasks x 4 sampled draws.
+    assert next(calls) == 24
