@@ -105,16 +105,18 @@ async def _spawn_detached(argv: list[str]) -> None:
         raise DockerRestartError(f"could not start {argv[0]}: {exc}") from exc
 
 
-async def _bring_back(pid: int, argv: list[str]) -> None:
+async def _wait_gone(pid: int) -> None:
     with anyio.move_on_after(STOP_TIMEOUT_S):
         # Waiting for a process that is not our child: its /proc entry is all there is to watch.
         while _alive(pid):  # noqa: ASYNC110
             await anyio.sleep(0.1)
+
+
+async def _bring_back(pid: int, argv: list[str]) -> None:
+    await _wait_gone(pid)
     if _alive(pid):
         os.kill(pid, signal.SIGKILL)
-        with anyio.move_on_after(STOP_TIMEOUT_S):
-            while _alive(pid):  # noqa: ASYNC110
-                await anyio.sleep(0.1)
+        await _wait_gone(pid)
     await _spawn_detached(argv)
     with anyio.move_on_after(ANSWER_TIMEOUT_S) as waiting:
         while True:
