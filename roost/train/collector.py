@@ -1,12 +1,14 @@
 """`Collector`: the scheduler's sink. Scores episodes, forms GRPO groups, feeds the learner,
 and writes every terminal record to the run log.
 
-Each model turn of a scored episode becomes one training sample carrying the episode's reward
-(a revision that passes credits the turns before it). A group is the rollouts of one drawn
-task; its samples are settled in the staleness book only when the whole group is in, so the
-learner waits for a group rather than letting its first member go stale. A scored record is
-held until the learner step that consumed it (told by `LearnerStepped`), then written with its
-learner wait; `FlushPending` writes the rest when the run ends.
+Each model turn of a scored episode becomes one training sample. With `credit="turn"` (the
+default) it carries the reward of its own verdict (`turn_reward`); with `"episode"` the
+episode's reward (a revision that passes then credits the wrong attempts before it). A group
+is the rollouts of one drawn task; its samples are settled in the staleness book only when the
+whole group is in, so the learner waits for a group rather than letting its first member go
+stale. A scored record is held until the learner step that consumed it (told by
+`LearnerStepped`), then written with its learner wait; `FlushPending` writes the rest when the
+run ends.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import collections
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import msgspec
@@ -35,6 +37,7 @@ __all__ = [
     "RunCounts",
     "SyncCollector",
     "episode_reward",
+    "turn_reward",
 ]
 
 NO_SIGNAL = "not trained: every rollout of its group had the same reward"
@@ -50,6 +53,14 @@ def episode_reward(turns: list[EpisodeTurn]) -> float:
     if last.passed:
         return 1.0 - 0.1 * (len(turns) - 1)
     return 0.5 * last.score
+
+
+def turn_reward(turn: EpisodeTurn, index: int) -> float:
+    """The reward of turn `index` (from 0) by its own verdict: `episode_reward` of an episode
+    that ended there."""
+    if turn.verdict.passed:
+        return 1.0 - 0.1 * index
+    return 0.5 * turn.verdict.score
 
 
 class LearnerStepped(Message):
@@ -118,6 +129,7 @@ class Collector(Actor):
         open_rollouts: dict[str, Any],
         skip_no_signal: bool = True,
         on_scored: Callable[[str, int, bool], None] | None = None,
+        credit: Literal["turn", "episode"] = "turn",
     ) -> None:
         self.store = store
         self.book = book
@@ -133,6 +145,7 @@ class Collector(Actor):
         self.open = open_rollouts
         self.skip_no_signal = skip_no_signal
         self.on_scored = on_scored  # (task id, level, passed): the curriculum's feed
+        self.credit = credit
 
     async def on_start(self) -> None:
         metrics = self.system.metrics
@@ -187,7 +200,7 @@ class Collector(Actor):
                     completion=t.sample.tokens,
                     logprobs=t.sample.logprobs,
                     versions=t.sample.versions,
-                    reward=reward,
+                    reward=turn_reward(t, i) if self.credit == "turn" else reward,
                 )
                 for i, t in enumerate(turns)
                 if t.sample.tokens

@@ -49,13 +49,18 @@ class TasksConfig(_Section):
     #: before the solution), so that the model learns to answer feedback (procedural only).
     revision_demos: float = 0.25
     seed: int = 0
-    #: How RL draws the level of the next task. `band`: the curriculum (policies/curriculum.py)
-    #: keeps the mix's pass rate inside `band`, because a group whose rollouts all pass or all
-    #: fail teaches nothing; every level keeps at least `explore` of the draws, so a level
-    #: nobody passes yet is still tried. `uniform`: each level equally often.
-    curriculum: Literal["band", "uniform"] = "band"
+    #: How RL draws the level of the next task (roost/train/levels.py). `signal`: in
+    #: proportion to the chance that a group there has both passes and failures (a group that
+    #: all passes or all fails teaches nothing), from each level's decayed pass rate. `band`:
+    #: the curriculum (policies/curriculum.py) keeps the mix's pass rate inside `band`.
+    #: `uniform`: each level equally often. Every level keeps at least `explore` of the draws
+    #: (spread evenly), so a level nobody passes yet is still tried.
+    curriculum: Literal["signal", "band", "uniform"] = "signal"
     band: list[float] = msgspec.field(default_factory=lambda: [0.3, 0.7])
     explore: float = 0.1
+    #: At least this share of the draws goes to levels with tests only (not in demo_levels):
+    #: the levels that SFT cannot teach and RL must learn from reward alone.
+    test_only_share: float = 0.0
 
     def __post_init__(self) -> None:
         if len(self.band) != 2 or not 0.0 <= self.band[0] < self.band[1] <= 1.0:
@@ -64,6 +69,8 @@ class TasksConfig(_Section):
             raise ValueError(f"revision_demos: must be in [0, 1], got {self.revision_demos}")
         if not 0.0 <= self.explore < 1.0:
             raise ValueError(f"explore: must be in [0, 1), got {self.explore}")
+        if not 0.0 <= self.test_only_share <= 1.0:
+            raise ValueError(f"test_only_share: must be in [0, 1], got {self.test_only_share}")
         if not self.levels:
             raise ValueError("levels: at least one level")
         if any(level < 1 or level > MAX_LEVEL for level in self.levels):
@@ -82,6 +89,11 @@ class EpisodeConfig(_Section):
     max_turns: int = 3
     group_size: int = 8  # rollouts of one task: a GRPO group
     deadline_s: float = 300.0
+    #: The reward each model turn trains with. `turn`: its own verdict (a pass at turn t gets
+    #: 1 - 0.1 (t - 1), a failure half its share of tests passed), so a wrong first attempt
+    #: that a revision later fixed is not rewarded as right. `episode`: every turn carries the
+    #: episode's reward (a revision that passes credits the turns before it).
+    credit: Literal["turn", "episode"] = "turn"
 
     def __post_init__(self) -> None:
         _positive("max_turns", self.max_turns)

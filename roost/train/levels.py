@@ -1,10 +1,15 @@
-"""Which level the next RL task comes from: the curriculum's band, or uniform.
+"""Which level the next RL task comes from: expected learning signal, the band, or uniform.
 
-With `tasks.curriculum = "band"` the draw follows `policies.curriculum.Curriculum`, fed with
-every scored rollout, so the training mix stays where groups disagree (some pass, some fail:
-a learning signal), mixed with a uniform `tasks.explore` share so that no level is ever
-abandoned: a test-only level nobody passes yet is still tried, and the first passes there
-pull it into the mix.
+A GRPO group whose rollouts all pass or all fail has zero advantages: it teaches nothing. With
+`tasks.curriculum = "signal"` (the default) each level is drawn in proportion to the chance
+that a group of `group_size` rollouts there disagrees, `1 - p**G - (1 - p)**G`, where `p` is
+the level's decayed pass rate from `policies.curriculum.Curriculum` (fed with every scored
+rollout). A solved level fades from the mix but comes back as soon as its rate slips (RL on
+harder levels can erode an easy one), and a hard level is drawn as often as its rare passes
+make it useful. `"band"` keeps the mix's rate inside `tasks.band` instead (levels outside get
+only the exploration share). Either way a uniform `tasks.explore` share keeps every level
+tried, and `tasks.test_only_share` is a floor on the draws that go to levels with tests only
+(no demonstrations), the levels that only RL can learn.
 """
 
 from __future__ import annotations
@@ -16,16 +21,30 @@ from typing import Any
 from policies.curriculum import Curriculum, CurriculumConfig
 from roost.train.config import TasksConfig
 
-__all__ = ["LevelChooser"]
+__all__ = ["LevelChooser", "group_signal"]
+
+
+def group_signal(rate: float, group_size: int) -> float:
+    """The probability that `group_size` rollouts at pass rate `rate` do not all agree."""
+    return 1.0 - rate**group_size - (1.0 - rate) ** group_size
 
 
 class LevelChooser:
     def __init__(
-        self, config: TasksConfig, levels: list[int], *, seed: int, state: dict[str, Any] | None
+        self,
+        config: TasksConfig,
+        levels: list[int],
+        *,
+        group_size: int,
+        seed: int,
+        state: dict[str, Any] | None,
     ) -> None:
         self.levels = sorted(levels)
         self.mode = config.curriculum
         self.explore = config.explore
+        self.group_size = group_size
+        self.test_only = [level for level in self.levels if level not in config.demo_levels]
+        self.test_only_share = config.test_only_share if self.test_only else 0.0
         self._rng = random.Random(seed)
         curriculum_config = CurriculumConfig(
             levels=max(self.levels), band=(config.band[0], config.band[1]), explore=0.0
@@ -39,17 +58,39 @@ class LevelChooser:
 
     def weights(self) -> dict[int, float]:
         """The probability of each level in the next draw."""
-        uniform = 1.0 / len(self.levels)
+        uniform = dict.fromkeys(self.levels, 1.0 / len(self.levels))
         if self.mode == "uniform":
-            return dict.fromkeys(self.levels, uniform)
-        band = self.curriculum.weights()
-        masked = {level: band.get(level, 0.0) for level in self.levels}
-        total = sum(masked.values())
+            return self._with_test_only_floor(uniform)
+        if self.mode == "signal":
+            raw = {
+                level: group_signal(self.curriculum.level_rate(level), self.group_size)
+                for level in self.levels
+            }
+        else:
+            band = self.curriculum.weights()
+            raw = {level: band.get(level, 0.0) for level in self.levels}
+        total = sum(raw.values())
         if total <= 0:
-            return dict.fromkeys(self.levels, uniform)
+            return self._with_test_only_floor(uniform)
+        mixed = {
+            level: (1 - self.explore) * w / total + self.explore * uniform[level]
+            for level, w in raw.items()
+        }
+        return self._with_test_only_floor(mixed)
+
+    def _with_test_only_floor(self, weights: dict[int, float]) -> dict[int, float]:
+        share = sum(weights[level] for level in self.test_only)
+        floor = self.test_only_share
+        if share >= floor:
+            return weights
+        # Scale the test-only levels up to the floor (keeping their proportions) and the
+        # demonstrated levels down to the rest.
+        rest = 1.0 - share
         return {
-            level: (1 - self.explore) * w / total + self.explore * uniform
-            for level, w in masked.items()
+            level: (w * floor / share if share > 0 else floor / len(self.test_only))
+            if level in self.test_only
+            else (w * (1.0 - floor) / rest if rest > 0 else 0.0)
+            for level, w in weights.items()
         }
 
     def draw(self) -> int:

@@ -49,6 +49,12 @@ def load_weights(policy: TransformerPolicy, path: Path, *, version: int | None =
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
         state = data["model"] if isinstance(data, dict) and "model" in data else data
+        if isinstance(state, dict) and "pos.weight" in state:
+            raise ValueError(
+                f"{path}: weights of the model with a learned position table; the model now "
+                "uses rotary positions (no table), so these weights cannot be loaded: "
+                "train them anew"
+            )
         policy.load_state_dict(state, int(data.get("version", 0)) if version is None else version)
     except (OSError, KeyError, RuntimeError, TypeError, pickle.UnpicklingError) as exc:
         raise ValueError(f"{path}: not usable weights for this model: {exc}") from None

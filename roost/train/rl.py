@@ -120,7 +120,11 @@ class RLPhase:
         # A killed segment never wrote its elapsed time to progress.json; its checkpoint did.
         self.elapsed_before_s = max(elapsed_before_s, float(state.get("elapsed_s", 0.0)))
         self.levels = LevelChooser(
-            config.tasks, source.levels, seed=config.seed * 7 + segment, state=state.get("levels")
+            config.tasks,
+            source.levels,
+            group_size=config.episode.group_size,
+            seed=config.seed * 7 + segment,
+            state=state.get("levels"),
         )
         self.group_seq = 0
         self.requested_ids: set[str] = set()
@@ -224,6 +228,7 @@ class RLPhase:
                 open_rollouts=self.open,
                 skip_no_signal=cfg.learner.skip_equal_reward_groups,
                 on_scored=self.levels.scored,
+                credit=cfg.episode.credit,
             ),
             name="collector",
             mailbox_size=65536,

@@ -1,41 +1,93 @@
-"""The RL level draw: the curriculum's band with an exploration floor, or uniform."""
+"""The RL level draw: expected group signal, the curriculum's band, or uniform; an exploration
+share and a floor on the test-only levels."""
 
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from roost.train.config import TasksConfig
-from roost.train.levels import LevelChooser
+from roost.train.levels import LevelChooser, group_signal
 
 
-def _fed(chooser: LevelChooser) -> LevelChooser:
+def _fed(chooser: LevelChooser, *, easy_passes: int = 40) -> LevelChooser:
     for i in range(40):
-        chooser.scored(f"a{i}", 1, True)  # too easy
-        chooser.scored(f"b{i}", 2, i % 2 == 0)  # in the band
+        chooser.scored(f"a{i}", 1, i < easy_passes)  # too easy (by default)
+        chooser.scored(f"b{i}", 2, i % 2 == 0)  # half pass: the most signal
         chooser.scored(f"c{i}", 3, False)  # nobody passes yet
     return chooser
 
 
-def test_the_band_favours_the_level_whose_groups_disagree_and_keeps_every_level() -> None:
-    config = TasksConfig(levels=[1, 2, 3], explore=0.15)
-    weights = _fed(LevelChooser(config, [1, 2, 3], seed=0, state=None)).weights()
-    assert abs(sum(weights.values()) - 1.0) < 1e-9
+def _chooser(levels: tuple[int, ...] = (1, 2, 3), **config: object) -> LevelChooser:
+    tasks = TasksConfig(levels=list(levels), **config)  # type: ignore[arg-type]
+    return LevelChooser(tasks, list(levels), group_size=8, seed=0, state=None)
+
+
+def test_group_signal_is_zero_at_the_extremes_and_largest_at_one_half() -> None:
+    assert group_signal(0.0, 8) == 0.0
+    assert group_signal(1.0, 8) == 0.0
+    assert group_signal(0.5, 8) == pytest.approx(1 - 2 / 256)
+    assert group_signal(0.1, 8) > group_signal(0.02, 8) > 0.0
+
+
+def test_signal_favours_the_level_whose_groups_disagree_and_keeps_every_level() -> None:
+    weights = _fed(_chooser(explore=0.15)).weights()
+    assert sum(weights.values()) == pytest.approx(1.0)
     assert max(weights, key=lambda level: weights[level]) == 2
     assert all(w >= 0.15 / 3 - 1e-9 for w in weights.values())  # the exploration floor
+    assert weights[2] > 0.6
+
+
+def test_signal_draws_an_easy_level_again_once_its_rate_slips() -> None:
+    solved = _fed(_chooser())
+    slipped = _fed(_chooser(), easy_passes=32)  # 80 % instead of 100 %
+    assert slipped.weights()[1] > 2 * solved.weights()[1]
+
+
+def test_the_band_favours_the_level_inside_it() -> None:
+    weights = _fed(_chooser(curriculum="band", explore=0.15)).weights()
+    assert max(weights, key=lambda level: weights[level]) == 2
     assert weights[2] > 0.8
+    assert all(w >= 0.15 / 3 - 1e-9 for w in weights.values())
 
 
 def test_uniform_ignores_the_outcomes() -> None:
-    config = TasksConfig(levels=[1, 2, 3], curriculum="uniform")
-    weights = _fed(LevelChooser(config, [1, 2, 3], seed=0, state=None)).weights()
+    weights = _fed(_chooser(curriculum="uniform")).weights()
     assert weights == {1: 1 / 3, 2: 1 / 3, 3: 1 / 3}
 
 
+@pytest.mark.parametrize("mode", ["signal", "band", "uniform"])
+def test_the_test_only_floor_holds_whatever_the_rule(mode: str) -> None:
+    # Levels 1 (solved) and 3 (never passed) have tests only: every rule gives them < 70 %.
+    unfloored = _fed(_chooser(curriculum=mode, demo_levels=[2])).weights()
+    assert unfloored[1] + unfloored[3] < 0.7
+    weights = _fed(_chooser(curriculum=mode, demo_levels=[2], test_only_share=0.7)).weights()
+    assert sum(weights.values()) == pytest.approx(1.0)
+    assert weights[1] + weights[3] == pytest.approx(0.7)
+    # Inside the test-only levels the rule's proportions are kept.
+    assert weights[1] / weights[3] == pytest.approx(unfloored[1] / unfloored[3])
+
+
+def test_the_floor_does_not_lower_a_larger_test_only_share() -> None:
+    chooser = _fed(_chooser(demo_levels=[1], test_only_share=0.1))
+    assert chooser.weights() == _fed(_chooser(demo_levels=[1])).weights()
+
+
+def test_the_floor_is_ignored_when_every_level_has_demonstrations() -> None:
+    chooser = _chooser((1, 2), demo_levels=[1, 2], test_only_share=0.5)
+    assert chooser.test_only == []
+    assert sum(chooser.weights().values()) == pytest.approx(1.0)
+
+
+def test_a_bad_floor_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="test_only_share"):
+        TasksConfig(test_only_share=1.5)
+
+
 def test_the_state_survives_a_checkpoint_round_trip() -> None:
-    config = TasksConfig(levels=[1, 2, 3])
-    before = _fed(LevelChooser(config, [1, 2, 3], seed=0, state=None))
+    before = _fed(_chooser())
     state = msgspec.json.decode(msgspec.json.encode(before.state()))
-    after = LevelChooser(config, [1, 2, 3], seed=1, state=state)
+    after = LevelChooser(TasksConfig(), [1, 2, 3], group_size=8, seed=1, state=state)
     assert after.weights() == before.weights()
     draws = {after.draw() for _ in range(200)}
     assert draws == {1, 2, 3}

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+import torch
 from click.testing import CliRunner
 
 from policies.neural import Sample
 from policies.tokenizer import ByteTokenizer
 from roost.cli import cli
-from roost.train.collector import episode_reward
-from roost.train.config import TasksConfig
+from roost.train.collector import episode_reward, turn_reward
+from roost.train.config import ModelConfig, TasksConfig
 from roost.train.episode import EpisodeTurn, encode_prompt
+from roost.train.phases import load_weights, make_policy, save_weights
 from roost.train.task_source import TaskSource, revision_prompt
 from tasks import Verdict
 
@@ -26,6 +29,16 @@ def test_reward_is_one_for_a_first_turn_pass_less_for_later_and_partial_for_a_fa
     assert episode_reward([_turn(False, 0.5), _turn(True, 1.0)]) == 0.9
     assert episode_reward([_turn(False, 0.0), _turn(False, 0.5)]) == 0.25
     assert episode_reward([]) == 0.0
+
+
+def test_turn_credit_judges_each_turn_by_its_own_verdict() -> None:
+    wrong, fixed = _turn(False, 0.5), _turn(True, 1.0)
+    # The wrong first attempt keeps its own partial score, not the 0.9 its revision earned.
+    assert turn_reward(wrong, 0) == 0.25
+    assert turn_reward(fixed, 1) == 0.9
+    # The last turn's reward is the episode's, whatever the credit.
+    for turns in ([fixed], [wrong, fixed], [wrong, _turn(False, 0.0)]):
+        assert turn_reward(turns[-1], len(turns) - 1) == episode_reward(turns)
 
 
 def test_revision_prompt_shows_the_attempt_and_the_failure_under_the_task() -> None:
@@ -77,3 +90,19 @@ def test_sync_book_closes_admission_while_the_learner_steps() -> None:
     asynchronous = TrainBook(2, 4)
     assert asynchronous.may_step(0)
     assert asynchronous.admits(0)
+
+
+def test_weights_of_the_old_position_table_model_get_an_error_that_says_so(
+    tmp_path: Path,
+) -> None:
+    policy = make_policy(ModelConfig(d_model=32, n_layers=1, n_heads=2, max_len=128), seed=0)
+    old = tmp_path / "old.pt"
+    state = dict(policy.state_dict())
+    state["pos.weight"] = torch.zeros(128, 32)
+    torch.save({"model": state, "version": 3}, old)
+    with pytest.raises(ValueError, match="rotary positions"):
+        load_weights(policy, old)
+    current = tmp_path / "current.pt"
+    save_weights(policy, current)
+    load_weights(policy, current, version=4)
+    assert policy.version == 4
