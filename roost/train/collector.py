@@ -45,22 +45,17 @@ RATE_WINDOW = 256  # recent episodes behind the live pass rate and reward
 LEARNER_ASK_S = 1800.0  # a step (under its own deadline) and a publish
 
 
-def episode_reward(turns: list[EpisodeTurn]) -> float:
-    """1 for a pass (less 0.1 per extra turn it took), else half the share of tests passed."""
-    if not turns:
-        return 0.0
-    last = turns[-1].verdict
-    if last.passed:
-        return 1.0 - 0.1 * (len(turns) - 1)
-    return 0.5 * last.score
-
-
 def turn_reward(turn: EpisodeTurn, index: int) -> float:
-    """The reward of turn `index` (from 0) by its own verdict: `episode_reward` of an episode
-    that ended there."""
+    """The reward of turn `index` (from 0) by its own verdict: 1 for a pass (less 0.1 per
+    turn before it), else half the share of tests passed."""
     if turn.verdict.passed:
         return 1.0 - 0.1 * index
     return 0.5 * turn.verdict.score
+
+
+def episode_reward(turns: list[EpisodeTurn]) -> float:
+    """The reward of the episode's last turn (0 for an episode without turns)."""
+    return turn_reward(turns[-1], len(turns) - 1) if turns else 0.0
 
 
 class LearnerStepped(Message):

@@ -84,12 +84,11 @@ class LevelChooser:
         if share >= floor:
             return weights
         # Scale the test-only levels up to the floor (keeping their proportions) and the
-        # demonstrated levels down to the rest.
-        rest = 1.0 - share
+        # demonstrated levels down to the rest (share < floor <= 1, so 1 - share > 0).
         return {
             level: (w * floor / share if share > 0 else floor / len(self.test_only))
             if level in self.test_only
-            else (w * (1.0 - floor) / rest if rest > 0 else 0.0)
+            else w * (1.0 - floor) / (1.0 - share)
             for level, w in weights.items()
         }
 
