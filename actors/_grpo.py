@@ -70,13 +70,10 @@ def grpo_loss(
     )
     adv = torch.tensor(list(advantages), device=dev).unsqueeze(1).expand_as(logp)
 
-    # 2. the proximal policy (the weights before this step), only for the decoupled objective
-    proximal = None
-    if correction.needs_proximal:
-        with torch.no_grad():
-            proximal, _ = policy.token_logprobs(
-                prompts, completions, temperature=config.temperature
-            )
+    # 2. the proximal policy (the weights before this step), only for the decoupled objective.
+    # Each batch gets one optimizer step and the model has no dropout, so the weights before
+    # the step are the ones that just computed `logp`: a second forward pass would repeat it.
+    proximal = logp.detach() if correction.needs_proximal else None
 
     # 3. the clipped, importance-weighted surrogate, averaged over real tokens
     sur = correction.surrogate(logp, behaviour, proximal, adv)

@@ -73,3 +73,34 @@ def test_corrections_are_chosen_by_name() -> None:
     assert isinstance(make_correction("decoupled", cap=3.0), DecoupledPPO)
     with pytest.raises(ValueError, match="truncated_is, decoupled"):
         make_correction("vtrace")
+
+
+def test_the_loss_takes_the_proximal_policy_from_its_own_forward_pass() -> None:
+    # The loss reuses its forward pass as the proximal policy (one step per batch, no dropout).
+    # The gradient must equal the one from a second, separate forward pass of the same weights.
+    from actors._grpo import LossConfig, grpo_loss
+    from tests.learning._tiny import tiny_policy
+
+    policy = tiny_policy(seed=3)
+    prompts = [[257, 97, 61], [257, 98, 61, 99]]
+    completions = [[100, 101, 102], [103, 104]]
+    behaviour = [[-5.0, -5.5, -6.0], [-4.0, -5.0]]
+    advantages = [1.0, -1.0]
+    policy.train(True)
+    loss, _ = grpo_loss(
+        policy, prompts, completions, behaviour, advantages, DecoupledPPO(), LossConfig()
+    )
+    (grad,) = torch.autograd.grad(loss, [next(policy.parameters())])
+
+    logp, mask = policy.token_logprobs(prompts, completions)
+    with torch.no_grad():
+        proximal, _ = policy.token_logprobs(prompts, completions)
+    width = logp.shape[1]
+    padded = torch.tensor([b + [0.0] * (width - len(b)) for b in behaviour])
+    adv = torch.tensor(advantages).unsqueeze(1).expand_as(logp)
+    sur = DecoupledPPO().surrogate(logp, padded, proximal, adv)
+    reference = -(sur.objective * mask).sum() / mask.sum()
+    (expected,) = torch.autograd.grad(reference, [next(policy.parameters())])
+    assert float(loss.detach()) == pytest.approx(float(reference.detach()), rel=1e-6)
+    assert torch.allclose(grad, expected, atol=1e-7)
+    assert grad.abs().sum() > 0
