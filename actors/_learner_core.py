@@ -65,6 +65,9 @@ class Trajectory(msgspec.Struct, frozen=True):
 class LearnerConfig:
     batch_size: int = 32  # samples (trajectories) per optimizer step
     lr: float = 3e-4
+    # Linear warm-up over the first steps: a fresh Adam moves every weight by about `lr` on
+    # its first steps whatever the gradient's noise (its second moment is still unknown).
+    warmup_steps: int = 0
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.99)
     max_grad_norm: float = 1.0
@@ -153,6 +156,8 @@ class LearnerCore:
         grad_norm = torch.nn.utils.clip_grad_norm_(
             list(self.policy.parameters()), self.config.max_grad_norm
         )
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.lr_at(self.version)
         self.optimizer.step()
         self.version += 1
         # The model object outlives a learner restart: it must carry its own version.
@@ -166,6 +171,11 @@ class LearnerCore:
             seconds=time.perf_counter() - started,
             loss=stats,
         )
+
+    def lr_at(self, version: int) -> float:
+        """The learning rate of the step that makes `version + 1` (it counts across resumes)."""
+        warmup = self.config.warmup_steps
+        return self.config.lr * min(1.0, (version + 1) / warmup) if warmup > 0 else self.config.lr
 
     def publishable_state(self) -> dict[str, torch.Tensor]:
         """A copy of the weights, safe to hand to another thread."""

@@ -151,6 +151,7 @@ class LearnerSection(_Section):
     k: int = 2
     batch_size: int = 32  # samples (model turns) per optimizer step
     lr: float = 5e-4
+    warmup_steps: int = 0  # the learning rate rises linearly to `lr` over the first steps
     correction: Literal["decoupled", "truncated_is"] = "decoupled"
     kl_coef: float = 0.0
     checkpoint_every: int = 5
@@ -164,6 +165,8 @@ class LearnerSection(_Section):
             raise ValueError(f"k: must be >= 0, got {self.k}")
         _positive("batch_size", self.batch_size)
         _positive("lr", self.lr)
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps: must be >= 0, got {self.warmup_steps}")
         if self.kl_coef < 0:
             raise ValueError(f"kl_coef: must be >= 0, got {self.kl_coef}")
         _positive("checkpoint_every", self.checkpoint_every)

@@ -191,6 +191,7 @@ class RLPhase:
         learner_config = LearnerConfig(
             batch_size=cfg.learner.batch_size,
             lr=cfg.learner.lr,
+            warmup_steps=cfg.learner.warmup_steps,
             correction=cfg.learner.correction,
             loss=LossConfig(kl_coef=cfg.learner.kl_coef, temperature=cfg.model.temperature),
             k=cfg.learner.k,

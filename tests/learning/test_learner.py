@@ -64,7 +64,10 @@ def test_the_learner_learns_a_trivial_task(correction: str) -> None:
 
 
 def test_resume_gives_a_bit_identical_next_step(tmp_path: Path) -> None:
-    config = LearnerConfig(batch_size=16, lr=3e-3, correction="decoupled", keep_checkpoints=5)
+    # With a warm-up still under way: the resumed step must use the rate of version 1.
+    config = LearnerConfig(
+        batch_size=16, lr=3e-3, correction="decoupled", keep_checkpoints=5, warmup_steps=3
+    )
     first = tiny_policy(seed=3)
     core = LearnerCore(first, config)
     batches = [_groups(tiny_policy(seed=9), step, groups=2) for step in range(3)]
@@ -84,6 +87,20 @@ def test_resume_gives_a_bit_identical_next_step(tmp_path: Path) -> None:
     resumed.update(batches[1])
     got = resumed_policy.state_dict()
     assert all(torch.equal(expected[k], got[k]) for k in expected)
+
+
+def test_the_learning_rate_warms_up_linearly_by_version() -> None:
+    core = LearnerCore(tiny_policy(), LearnerConfig(batch_size=8, lr=1e-3, warmup_steps=4))
+    assert [core.lr_at(v) for v in range(6)] == pytest.approx(
+        [2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3]
+    )
+    used = []
+    for step in range(2):
+        core.update(_groups(core.policy, step, groups=1))  # type: ignore[arg-type]
+        used.append(core.optimizer.param_groups[0]["lr"])
+    assert used == pytest.approx([2.5e-4, 5e-4])
+    flat = LearnerCore(tiny_policy(), LearnerConfig(batch_size=8, lr=1e-3))
+    assert flat.lr_at(0) == flat.lr_at(50) == 1e-3
 
 
 def test_checkpoints_are_atomic_and_pruned(tmp_path: Path) -> None:
