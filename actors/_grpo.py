@@ -21,6 +21,9 @@ class LossConfig:
     clip_eps: float = 0.2
     kl_coef: float = 0.0  # > 0 needs a reference policy
     temperature: float = 1.0
+    # Scales negative advantages: 1 is plain GRPO; below 1 a failure pushes its tokens down
+    # less than a success pulls its tokens up (see docs/learning.md for when that matters).
+    negative_weight: float = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +71,8 @@ def grpo_loss(
     behaviour = torch.tensor(
         [list(b) + [0.0] * (width - len(b)) for b in behaviour_logprobs], device=dev
     )
-    adv = torch.tensor(list(advantages), device=dev).unsqueeze(1).expand_as(logp)
+    adv = torch.tensor(list(advantages), device=dev)
+    adv = torch.where(adv < 0, adv * config.negative_weight, adv).unsqueeze(1).expand_as(logp)
 
     # 2. the proximal policy (the weights before this step), only for the decoupled objective.
     # Each batch gets one optimizer step and the model has no dropout, so the weights before

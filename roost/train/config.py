@@ -154,6 +154,7 @@ class LearnerSection(_Section):
     warmup_steps: int = 0  # the learning rate rises linearly to `lr` over the first steps
     correction: Literal["decoupled", "truncated_is"] = "decoupled"
     kl_coef: float = 0.0
+    negative_weight: float = 1.0  # scale of negative advantages (1: plain GRPO)
     checkpoint_every: int = 5
     keep_checkpoints: int = 2
     #: Skip GRPO groups whose rewards are all equal: their advantages are zero, so a step on
@@ -167,6 +168,8 @@ class LearnerSection(_Section):
         _positive("lr", self.lr)
         if self.warmup_steps < 0:
             raise ValueError(f"warmup_steps: must be >= 0, got {self.warmup_steps}")
+        if not 0.0 <= self.negative_weight <= 1.0:
+            raise ValueError(f"negative_weight: must be in [0, 1], got {self.negative_weight}")
         if self.kl_coef < 0:
             raise ValueError(f"kl_coef: must be >= 0, got {self.kl_coef}")
         _positive("checkpoint_every", self.checkpoint_every)

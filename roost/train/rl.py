@@ -193,7 +193,11 @@ class RLPhase:
             lr=cfg.learner.lr,
             warmup_steps=cfg.learner.warmup_steps,
             correction=cfg.learner.correction,
-            loss=LossConfig(kl_coef=cfg.learner.kl_coef, temperature=cfg.model.temperature),
+            loss=LossConfig(
+                kl_coef=cfg.learner.kl_coef,
+                temperature=cfg.model.temperature,
+                negative_weight=cfg.learner.negative_weight,
+            ),
             k=cfg.learner.k,
             checkpoint_every=cfg.learner.checkpoint_every,
             checkpoint_dir=str(self.checkpoint_dir),

@@ -104,3 +104,29 @@ def test_the_loss_takes_the_proximal_policy_from_its_own_forward_pass() -> None:
     assert float(loss.detach()) == pytest.approx(float(reference.detach()), rel=1e-6)
     assert torch.allclose(grad, expected, atol=1e-7)
     assert grad.abs().sum() > 0
+
+
+def test_negative_weight_scales_only_negative_advantages() -> None:
+    from actors._grpo import LossConfig, grpo_loss
+    from tests.learning._tiny import tiny_policy
+
+    policy = tiny_policy(seed=5)
+    prompts = [[257, 97, 61], [257, 98, 61], [257, 99, 61]]
+    completions = [[100, 101], [102, 103], [104, 105]]
+    behaviour = [[-5.0, -5.0], [-5.0, -5.0], [-5.0, -5.0]]
+
+    def loss(advantages: list[float], weight: float) -> float:
+        value, _ = grpo_loss(
+            policy,
+            prompts,
+            completions,
+            behaviour,
+            advantages,
+            DecoupledPPO(),
+            LossConfig(negative_weight=weight),
+        )
+        return float(value.detach())
+
+    assert loss([1.0, -2.0, 1.0], 0.25) == pytest.approx(loss([1.0, -0.5, 1.0], 1.0), rel=1e-6)
+    assert loss([1.0, -2.0, 1.0], 0.0) == pytest.approx(loss([1.0, 0.0, 1.0], 1.0), rel=1e-6)
+    assert loss([1.0, -2.0, 1.0], 0.25) != pytest.approx(loss([1.0, -2.0, 1.0], 1.0), rel=1e-3)
