@@ -153,7 +153,9 @@ class LearnerSection(_Section):
     lr: float = 5e-4
     warmup_steps: int = 0  # the learning rate rises linearly to `lr` over the first steps
     correction: Literal["decoupled", "truncated_is"] = "decoupled"
-    kl_coef: float = 0.0
+    #: KL penalty to the SFT weights (k3 estimator): a task whose group degenerates until every
+    #: rollout fails gives no advantage to pull it back; the anchor does (docs/training.md).
+    kl_coef: float = 0.1
     negative_weight: float = 1.0  # scale of negative advantages (1: plain GRPO)
     checkpoint_every: int = 5
     keep_checkpoints: int = 2
