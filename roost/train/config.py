@@ -32,6 +32,16 @@ def _positive(name: str, value: float) -> None:
         raise ValueError(f"{name}: must be > 0, got {value}")
 
 
+def _non_negative(name: str, value: float) -> None:
+    if not value >= 0:
+        raise ValueError(f"{name}: must be >= 0, got {value}")
+
+
+def _fraction(name: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name}: must be in [0, 1], got {value}")
+
+
 class TasksConfig(_Section):
     """Where tasks come from. `procedural`: generated levels; `jsonl`: a task file whose tasks
     are split by `heldout_percent` (by id) into training and held-out sets."""
@@ -65,12 +75,10 @@ class TasksConfig(_Section):
     def __post_init__(self) -> None:
         if len(self.band) != 2 or not 0.0 <= self.band[0] < self.band[1] <= 1.0:
             raise ValueError(f"band: need [low, high] with 0 <= low < high <= 1, got {self.band}")
-        if not 0.0 <= self.revision_demos <= 1.0:
-            raise ValueError(f"revision_demos: must be in [0, 1], got {self.revision_demos}")
+        _fraction("revision_demos", self.revision_demos)
         if not 0.0 <= self.explore < 1.0:
             raise ValueError(f"explore: must be in [0, 1), got {self.explore}")
-        if not 0.0 <= self.test_only_share <= 1.0:
-            raise ValueError(f"test_only_share: must be in [0, 1], got {self.test_only_share}")
+        _fraction("test_only_share", self.test_only_share)
         if not self.levels:
             raise ValueError("levels: at least one level")
         if any(level < 1 or level > MAX_LEVEL for level in self.levels):
@@ -142,8 +150,7 @@ class RLSection(_Section):
 
     def __post_init__(self) -> None:
         _positive("time_budget_s", self.time_budget_s)
-        if self.max_versions < 0:
-            raise ValueError(f"max_versions: must be >= 0, got {self.max_versions}")
+        _non_negative("max_versions", self.max_versions)
         _positive("drain_timeout_s", self.drain_timeout_s)
 
 
@@ -164,16 +171,12 @@ class LearnerSection(_Section):
     skip_equal_reward_groups: bool = True
 
     def __post_init__(self) -> None:
-        if self.k < 0:
-            raise ValueError(f"k: must be >= 0, got {self.k}")
+        _non_negative("k", self.k)
         _positive("batch_size", self.batch_size)
         _positive("lr", self.lr)
-        if self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps: must be >= 0, got {self.warmup_steps}")
-        if not 0.0 <= self.negative_weight <= 1.0:
-            raise ValueError(f"negative_weight: must be in [0, 1], got {self.negative_weight}")
-        if self.kl_coef < 0:
-            raise ValueError(f"kl_coef: must be >= 0, got {self.kl_coef}")
+        _non_negative("warmup_steps", self.warmup_steps)
+        _fraction("negative_weight", self.negative_weight)
+        _non_negative("kl_coef", self.kl_coef)
         _positive("checkpoint_every", self.checkpoint_every)
         _positive("keep_checkpoints", self.keep_checkpoints)
 
@@ -185,8 +188,7 @@ class GeneratorSection(_Section):
 
     def __post_init__(self) -> None:
         _positive("max_batch", self.max_batch)
-        if self.max_wait_s < 0:
-            raise ValueError(f"max_wait_s: must be >= 0, got {self.max_wait_s}")
+        _non_negative("max_wait_s", self.max_wait_s)
         _positive("chunk_tokens", self.chunk_tokens)
 
 
@@ -211,8 +213,7 @@ class SchedulerSection(_Section):
 
     def __post_init__(self) -> None:
         _positive("workers", self.workers)
-        if self.max_retries < 0:
-            raise ValueError(f"max_retries: must be >= 0, got {self.max_retries}")
+        _non_negative("max_retries", self.max_retries)
 
 
 class EvalSection(_Section):

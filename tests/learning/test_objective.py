@@ -7,8 +7,9 @@ import math
 import pytest
 import torch
 
-from actors._grpo import grpo_advantages
+from actors._grpo import LossConfig, grpo_advantages, grpo_loss
 from policies.staleness import DecoupledPPO, TruncatedIS, make_correction
+from tests.learning._tiny import tiny_policy
 
 
 def test_group_relative_advantages_are_standardized_within_the_group() -> None:
@@ -78,9 +79,6 @@ def test_corrections_are_chosen_by_name() -> None:
 def test_the_loss_takes_the_proximal_policy_from_its_own_forward_pass() -> None:
     # The loss reuses its forward pass as the proximal policy (one step per batch, no dropout).
     # The gradient must equal the one from a second, separate forward pass of the same weights.
-    from actors._grpo import LossConfig, grpo_loss
-    from tests.learning._tiny import tiny_policy
-
     policy = tiny_policy(seed=3)
     prompts = [[257, 97, 61], [257, 98, 61, 99]]
     completions = [[100, 101, 102], [103, 104]]
@@ -107,9 +105,6 @@ def test_the_loss_takes_the_proximal_policy_from_its_own_forward_pass() -> None:
 
 
 def test_negative_weight_scales_only_negative_advantages() -> None:
-    from actors._grpo import LossConfig, grpo_loss
-    from tests.learning._tiny import tiny_policy
-
     policy = tiny_policy(seed=5)
     prompts = [[257, 97, 61], [257, 98, 61], [257, 99, 61]]
     completions = [[100, 101], [102, 103], [104, 105]]
