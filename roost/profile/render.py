@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +151,11 @@ def _plots(profile: Profile, out: Path) -> list[Path]:
 
 
 def _save(fig: Any, plt: Any, path: Path) -> Path:
-    fig.tight_layout()
+    with warnings.catch_warnings():
+        # Long actor legends can leave tight_layout no room; it then keeps the layout as it
+        # is and warns. The figure is still complete, so that warning is not a failure.
+        warnings.filterwarnings("ignore", "Tight layout not applied", UserWarning)
+        fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
