@@ -84,13 +84,19 @@ def grpo_loss(
     tokens = mask.sum().clamp(min=1.0)
     pg_loss = -(sur.objective * mask).sum() / tokens
 
-    # 4. optional KL to a frozen reference (k3 estimator: e^(ref-cur) - (ref-cur) - 1 >= 0)
+    # 4. optional KL to a frozen reference (k3 estimator: e^(ref-cur) - (ref-cur) - 1 >= 0),
+    # importance-weighted like the policy term: the tokens were sampled by the behaviour policy,
+    # not the current one. Unweighted, a stale token that the current policy has since pushed
+    # far below the reference pulls back with force e^(ref-cur): one such token swamped whole
+    # batches of the asynchronous runs (docs/learning.md). Weighted, that force is bounded by
+    # pi_ref / mu. With fresh samples the weight is 1 and nothing changes.
     kl_ref = torch.zeros((), device=dev)
     if config.kl_coef > 0 and reference is not None:
         with torch.no_grad():
             ref, _ = reference.token_logprobs(prompts, completions, temperature=config.temperature)
         delta = ref - logp
-        kl_ref = ((torch.exp(delta) - delta - 1) * mask).sum() / tokens
+        weight = torch.exp(logp.detach() - behaviour).clamp(max=correction.cap)
+        kl_ref = (weight * (torch.exp(delta) - delta - 1) * mask).sum() / tokens
     loss = pg_loss + config.kl_coef * kl_ref
 
     # 5. diagnostics: KL(behaviour || current) by the k1 estimator on the sampled tokens

@@ -158,6 +158,11 @@ class Correction(Protocol):
     @property
     def needs_proximal(self) -> bool: ...
 
+    @property
+    def cap(self) -> float:
+        """The largest importance weight a token may get (the KL term uses it too)."""
+        ...
+
     def surrogate(
         self,
         logp: torch.Tensor,

@@ -9,6 +9,7 @@ import torch
 
 from actors._grpo import LossConfig, grpo_advantages, grpo_loss
 from policies.staleness import DecoupledPPO, TruncatedIS, make_correction
+from policies.transformer import TransformerPolicy
 from tests.learning._tiny import tiny_policy
 
 
@@ -125,3 +126,78 @@ def test_negative_weight_scales_only_negative_advantages() -> None:
     assert loss([1.0, -2.0, 1.0], 0.25) == pytest.approx(loss([1.0, -0.5, 1.0], 1.0), rel=1e-6)
     assert loss([1.0, -2.0, 1.0], 0.0) == pytest.approx(loss([1.0, 0.0, 1.0], 1.0), rel=1e-6)
     assert loss([1.0, -2.0, 1.0], 0.25) != pytest.approx(loss([1.0, -2.0, 1.0], 1.0), rel=1e-3)
+
+
+def _kl_loss(
+    policy: TransformerPolicy, reference: TransformerPolicy, behaviour: list[list[float]]
+) -> torch.Tensor:
+    """The loss with zero advantages: only the KL term is left (times kl_coef = 1)."""
+    loss, _ = grpo_loss(
+        policy,
+        KL_PROMPTS,
+        KL_COMPLETIONS,
+        behaviour,
+        [0.0] * len(KL_PROMPTS),
+        DecoupledPPO(cap=5.0),
+        LossConfig(kl_coef=1.0),
+        reference,
+    )
+    return loss
+
+
+KL_PROMPTS = [[257, 97, 61], [257, 98, 61, 99]]
+KL_COMPLETIONS = [[100, 101, 102], [103, 104, 105]]
+
+
+def test_the_kl_term_is_importance_weighted_by_current_over_behaviour() -> None:
+    policy, reference = tiny_policy(seed=1), tiny_policy(seed=2)
+    with torch.no_grad():
+        cur, _ = policy.token_logprobs(KL_PROMPTS, KL_COMPLETIONS)
+        ref, _ = reference.token_logprobs(KL_PROMPTS, KL_COMPLETIONS)
+    # Fresh samples (behaviour = current): weight 1, the plain k3 estimator.
+    delta = ref - cur
+    k3 = torch.exp(delta) - delta - 1
+    assert float(_kl_loss(policy, reference, cur.tolist()).detach()) == pytest.approx(
+        float(k3.mean()), rel=1e-5
+    )
+    # Stale samples drawn by the reference: each token weighs pi_theta / mu (capped at 5).
+    weight = torch.exp(cur - ref).clamp(max=5.0)
+    assert float(_kl_loss(policy, reference, ref.tolist()).detach()) == pytest.approx(
+        float((weight * k3).mean()), rel=1e-5
+    )
+
+
+class _FixedLogprobs:
+    """Stands in for a policy: returns given log-probabilities (a leaf, to read its gradient)."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, logp: torch.Tensor) -> None:
+        self.logp = logp
+
+    def token_logprobs(
+        self, prompts: object, completions: object, temperature: float = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.logp, torch.ones_like(self.logp)
+
+
+def test_a_stale_token_the_policy_has_pushed_down_does_not_swamp_the_kl_gradient() -> None:
+    # The reference sampled these tokens and likes them (log-prob -1); the current policy has
+    # since pushed them 10 nats down. Unweighted, each would pull back with force e^10; weighted
+    # by pi_theta / mu the force per token is 1 - e^-10, as for any token the policy dislikes.
+    ref = torch.full((2, 3), -1.0)
+    cur = torch.full((2, 3), -11.0, requires_grad=True)
+    loss, stats = grpo_loss(
+        _FixedLogprobs(cur),  # type: ignore[arg-type]
+        [[1]] * 2,
+        [[1, 2, 3]] * 2,
+        ref.tolist(),
+        [0.0, 0.0],
+        DecoupledPPO(),
+        LossConfig(kl_coef=1.0),
+        _FixedLogprobs(ref),  # type: ignore[arg-type]
+    )
+    (grad,) = torch.autograd.grad(loss, [cur])
+    per_token = grad * cur.numel()  # the loss is a mean over tokens
+    assert per_token.abs().max() == pytest.approx(1 - math.exp(-10), rel=1e-4)
+    assert stats.kl_reference < 1.0
