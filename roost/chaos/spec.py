@@ -24,6 +24,8 @@ class ChaosSpec(msgspec.Struct, frozen=True, kw_only=True):
     verifier_error: float = 0.0  # per verification: the verifier raises
     restart_docker: list[float] = msgspec.field(default_factory=list)  # seconds into the phase
     crashes: dict[str, float] = msgspec.field(default_factory=dict)
+    # Each crashed role crashes at the latest on its Nth message (certain coverage in tests).
+    crash_first_by: int | None = None
     seed: int = 0
 
     @property
@@ -48,7 +50,8 @@ _RATES = (
 def parse_chaos(text: str, *, crashable: frozenset[str] | None = None) -> ChaosSpec:
     """Parse `kind=value,...`; kinds: kill_sandbox, remove_container, hung_exec, slow_exec,
     generator_error, verifier_error (rates in [0, 1]), slow_exec_s (seconds), restart_docker
-    (seconds into the run; repeat it for more restarts), seed, and crash.ROLE (a rate).
+    (seconds into the run; repeat it for more restarts), seed, crash.ROLE (a rate) and
+    crash_first_by (a message count: every crash.ROLE crashes at least once by then).
     `crashable` limits the roles a command can restart without losing state."""
     fields: dict[str, float | int] = {}
     crashes: dict[str, float] = {}
@@ -82,8 +85,16 @@ def parse_chaos(text: str, *, crashable: frozenset[str] | None = None) -> ChaosS
             fields[key] = value
         elif key == "seed":
             fields[key] = int(value)
+        elif key == "crash_first_by":
+            if not (value >= 1 and value == int(value)):
+                raise ChaosSpecError(
+                    f"chaos item {item!r}: a message count must be an integer >= 1"
+                )
+            fields[key] = int(value)
         else:
-            known = ", ".join((*_RATES, "slow_exec_s", "restart_docker", "seed", "crash.ROLE"))
+            known = ", ".join(
+                (*_RATES, "slow_exec_s", "restart_docker", "seed", "crash.ROLE", "crash_first_by")
+            )
             raise ChaosSpecError(f"chaos item {item!r}: unknown kind {key!r} (known: {known})")
     spec = ChaosSpec(crashes=crashes, restart_docker=sorted(restarts), **fields)  # type: ignore[arg-type]
     if spec.exec_fault_rate > 1.0:

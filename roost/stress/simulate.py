@@ -131,7 +131,9 @@ async def _simulate(
             max_restarts=3 if chaos is None else 1_000_000_000,
             fault_injector=None
             if chaos is None
-            else CrashInjector(chaos.crashes, seed=chaos.seed + 1, spare=(Sweep,)),
+            else CrashInjector(
+                chaos.crashes, seed=chaos.seed + 1, spare=(Sweep,), first_by=chaos.crash_first_by
+            ),
         ) as system,
     ):
         await _prewarm(pool, workload)

@@ -118,7 +118,11 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
 
     chaos = chaos_spec(config.chaos) if config.chaos else None
     chaos_counts = ChaosCounts()
-    injector = CrashInjector(chaos.crashes, seed=chaos.seed) if chaos and chaos.crashes else None
+    injector = (
+        CrashInjector(chaos.crashes, seed=chaos.seed, first_by=chaos.crash_first_by)
+        if chaos and chaos.crashes
+        else None
+    )
     in_rl = {"on": False}  # sandbox faults strike the RL phase, not the held-out evaluations
     system = ActorSystem(
         lag_interval=0.1,

@@ -54,6 +54,8 @@ def test_chaos_is_reproducible_for_a_seed() -> None:
         ("meteor=0.1", "unknown kind 'meteor'"),
         ("crash.scheduler=0.1", "cannot be crashed here"),
         ("kill_sandbox=0.6,hung_exec=0.6", "more than 1"),
+        ("crash_first_by=0", "an integer >= 1"),
+        ("crash_first_by=2.5", "an integer >= 1"),
     ],
 )
 def test_a_bad_chaos_spec_names_the_item_at_fault(text: str, complaint: str) -> None:

@@ -74,6 +74,16 @@ def test_the_injector_draws_by_role_and_spares_what_it_is_told_to() -> None:
         CrashInjector({"worker": 1.5})
 
 
+def test_first_by_crashes_a_role_that_chance_has_spared_on_its_nth_message() -> None:
+    injector = CrashInjector({"worker": 1e-9, "scheduler": 1e-9}, first_by=3)
+    crashed = [injector("worker-1", Add(amount=i)) for i in range(6)]
+    assert crashed == [False, False, True, False, False, False]  # once, then the rate again
+    assert not injector("scheduler", Read())  # counts only eligible messages
+    assert injector.crashes == {"worker": 1}
+    with pytest.raises(ValueError, match="first_by"):
+        CrashInjector({"worker": 0.5}, first_by=0)
+
+
 class FlakyAdder(Counter):
     """Crashes on the first `failures` deliveries of each Add, then adds."""
 

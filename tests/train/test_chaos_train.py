@@ -46,6 +46,7 @@ PROCESS_CHAOS = ",".join(
         "verifier_error=0.03",
         "seed=3",
         *(f"crash.{role}={rate}" for role, rate in CRASHES.items()),
+        "crash_first_by=20",  # every role crashes, whatever its share of the messages
     ]
 )
 
