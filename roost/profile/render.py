@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import html
-import warnings
 from pathlib import Path
-from typing import Any
 
 import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from roost.figures import save_figure
 from roost.profile.analyze import Profile
 from roost.profile.model import PHASES
 
@@ -114,7 +113,7 @@ def _plots(profile: Profile, out: Path) -> list[Path]:
     ax.set_ylabel("seconds")
     ax.set_title("Rollout phases: percentiles")
     ax.legend()
-    written.append(_save(fig, plt, out / PLOTS[0]))
+    written.append(save_figure(fig, out / PLOTS[0]))
 
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.stackplot(
@@ -126,7 +125,7 @@ def _plots(profile: Profile, out: Path) -> list[Path]:
     ax.set_ylabel("mean seconds per rollout")
     ax.set_title("Where rollout time went, over the run")
     ax.legend(loc="upper left", fontsize="small")
-    written.append(_save(fig, plt, out / PLOTS[1]))
+    written.append(save_figure(fig, out / PLOTS[1]))
 
     fig, (busy_ax, depth_ax) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
     timed = False
@@ -146,19 +145,8 @@ def _plots(profile: Profile, out: Path) -> list[Path]:
         busy_ax.text(0.5, 0.5, "no handler timings in this run", ha="center", va="center")
     if profile.actors:
         depth_ax.legend(fontsize="small")
-    written.append(_save(fig, plt, out / PLOTS[2]))
+    written.append(save_figure(fig, out / PLOTS[2]))
     return written
-
-
-def _save(fig: Any, plt: Any, path: Path) -> Path:
-    with warnings.catch_warnings():
-        # Long actor legends can leave tight_layout no room; it then keeps the layout as it
-        # is and warns. The figure is still complete, so that warning is not a failure.
-        warnings.filterwarnings("ignore", "Tight layout not applied", UserWarning)
-        fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
 
 
 def _ms(seconds: float) -> str:

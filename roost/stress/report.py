@@ -9,6 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from roost.figures import save_figure
+
 __all__ = ["print_table", "to_json", "write_plots"]
 
 _COLUMNS = [
@@ -74,11 +76,7 @@ def write_plots(results: list[dict[str, Any]], directory: Path) -> list[Path]:
     ax.set_title("Rollout latency CDF")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    path = directory / "latency_cdf.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    written.append(path)
+    written.append(save_figure(fig, directory / "latency_cdf.png", dpi=120))
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for result in results:
@@ -90,9 +88,5 @@ def write_plots(results: list[dict[str, Any]], directory: Path) -> list[Path]:
     ax.set_title("Sandbox utilization")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    path = directory / "utilization.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    written.append(path)
+    written.append(save_figure(fig, directory / "utilization.png", dpi=120))
     return written

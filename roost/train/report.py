@@ -18,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from roost.figures import save_figure
 from roost.train.config import ConfigError, load_train_config
 from roost.train.lineage import trace_lineage
 from roost.train.profile_export import export_profile_inputs
@@ -92,12 +93,6 @@ def _rolling(values: list[float], window: int = 64) -> list[float]:
     return out
 
 
-def _save(fig: Any, path: Path) -> None:
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-
-
 def _over_time(path: Path, trajectories: list[TrajectoryRecord]) -> None:
     scored = sorted((r for r in trajectories if r.status == "scored"), key=lambda r: r.wall)
     fig, ax = plt.subplots(figsize=(6, 3.2))
@@ -109,7 +104,7 @@ def _over_time(path: Path, trajectories: list[TrajectoryRecord]) -> None:
         ax.legend()
     ax.set_xlabel("minutes into RL")
     ax.set_title("training episodes (rolling mean of 64)")
-    _save(fig, path)
+    save_figure(fig, path, dpi=90)
 
 
 def _over_versions(path: Path, steps: list[StepRecord]) -> None:
@@ -120,7 +115,7 @@ def _over_versions(path: Path, steps: list[StepRecord]) -> None:
         ax.legend()
     ax.set_xlabel("policy version")
     ax.set_title("episodes consumed by each learner step")
-    _save(fig, path)
+    save_figure(fig, path, dpi=90)
 
 
 def _heldout(path: Path, summary: dict[str, Any]) -> None:
@@ -146,7 +141,7 @@ def _heldout(path: Path, summary: dict[str, Any]) -> None:
     for ax in axes:
         ax.set_ylim(0, min(1.0, max(0.1, top * 1.25)))
     axes[0].legend(fontsize=8)
-    _save(fig, path)
+    save_figure(fig, path, dpi=90)
 
 
 def _throughput(path: Path, trajectories: list[TrajectoryRecord]) -> None:
@@ -159,7 +154,7 @@ def _throughput(path: Path, trajectories: list[TrajectoryRecord]) -> None:
     ax.set_xlabel("minutes into RL")
     ax.set_ylabel("scored rollouts / s")
     ax.set_title("throughput (10 s bins)")
-    _save(fig, path)
+    save_figure(fig, path, dpi=90)
 
 
 def _latency(path: Path, trajectories: list[TrajectoryRecord]) -> None:
@@ -180,7 +175,7 @@ def _latency(path: Path, trajectories: list[TrajectoryRecord]) -> None:
     ax.set_yscale("log")
     ax.set_title("latency percentiles by phase (per turn for generate and exec)")
     ax.legend(fontsize=8)
-    _save(fig, path)
+    save_figure(fig, path, dpi=90)
 
 
 def _bars(path: Path, counts: dict[str, int], xlabel: str, ylabel: str) -> None:
@@ -192,7 +187,7 @@ def _bars(path: Path, counts: dict[str, int], xlabel: str, ylabel: str) -> None:
     ax.set_ylabel(ylabel)
     if not keys:
         ax.set_title("none")
-    _save(fig, path)
+    save_figure(fig, path, dpi=90)
 
 
 def _pool(path: Path, metrics: list[dict[str, Any]]) -> None:
@@ -205,7 +200,7 @@ def _pool(path: Path, metrics: list[dict[str, Any]]) -> None:
         ax.legend()
     ax.set_xlabel("minutes")
     ax.set_title("sandbox pool")
-    _save(fig, path)
+    save_figure(fig, path, dpi=90)
 
 
 def _page(name: str, summary: dict[str, Any]) -> str:
