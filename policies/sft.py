@@ -17,7 +17,9 @@ import torch
 from policies.neural import NeuralPolicy
 from policies.tokenizer import ByteTokenizer
 
-__all__ = ["SFTConfig", "SFTResult", "sft", "sft_loss"]
+__all__ = ["SFT_DECAYS", "SFTConfig", "SFTResult", "lr_at", "sft", "sft_loss"]
+
+SFT_DECAYS = ("constant", "linear")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +32,13 @@ class SFTConfig:
     #: Stop early after this many seconds (None: run every step).
     time_budget_s: float | None = None
     seed: int = 0
+    #: "constant", or "linear": the rate falls to 0 as the steps or the time budget run out
+    #: (whichever is nearer its end), so the last weights do not hinge on the last batches.
+    decay: str = "constant"
+
+    def __post_init__(self) -> None:
+        if self.decay not in SFT_DECAYS:
+            raise ValueError(f"unknown decay {self.decay!r}; choose one of {', '.join(SFT_DECAYS)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +94,8 @@ def sft(
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
         torch.nn.utils.clip_grad_norm_(list(policy.parameters()), config.max_grad_norm)
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(config, step, time.perf_counter() - started)
         optimizer.step()
         losses.append(float(loss.detach()))
         if on_step is not None:
@@ -96,3 +107,13 @@ def sft(
             break
     policy.train(False)
     return SFTResult(steps=len(losses), losses=losses, seconds=time.perf_counter() - started)
+
+
+def lr_at(config: SFTConfig, step: int, elapsed_s: float) -> float:
+    """The learning rate of step `step` (from 0), `elapsed_s` seconds into the run."""
+    if config.decay == "constant":
+        return config.lr
+    done = step / config.steps
+    if config.time_budget_s is not None:
+        done = max(done, elapsed_s / config.time_budget_s)
+    return config.lr * max(0.0, 1.0 - done)

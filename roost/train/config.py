@@ -135,6 +135,9 @@ class SFTSection(_Section):
     max_steps: int = 100_000
     batch_size: int = 16
     lr: float = 2e-3
+    # "linear": the rate falls to 0 by the end of the budget, so the checkpoint that RL starts
+    # from does not hinge on the last few batches (at a constant rate it did: docs/training.md)
+    lr_decay: Literal["linear", "constant"] = "linear"
 
     def __post_init__(self) -> None:
         _positive("time_budget_s", self.time_budget_s)

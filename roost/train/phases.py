@@ -87,6 +87,7 @@ def run_sft(
             steps=config.max_steps,
             batch_size=config.batch_size,
             lr=config.lr,
+            decay=config.lr_decay,
             time_budget_s=time_budget_s,
             seed=seed,
         ),

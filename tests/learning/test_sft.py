@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from policies.neural import generate
-from policies.sft import SFTConfig, sft
+from policies.sft import SFTConfig, lr_at, sft
 from policies.tokenizer import ByteTokenizer
 from roost.commands.learn import sft_command
 from tests.learning._tiny import tiny_policy
@@ -48,3 +48,14 @@ def test_roost_sft_writes_weights_and_names_a_bad_line(tmp_path: Path) -> None:
     result = runner.invoke(sft_command, args)
     assert result.exit_code == 2
     assert "line 1" in result.output
+
+
+def test_linear_decay_falls_to_zero_by_the_step_count_or_the_time_budget() -> None:
+    by_steps = SFTConfig(steps=10, lr=1e-2, decay="linear")
+    assert [lr_at(by_steps, s, 0.0) for s in (0, 5, 9)] == pytest.approx([1e-2, 5e-3, 1e-3])
+    by_time = SFTConfig(steps=1_000, lr=1e-2, decay="linear", time_budget_s=100.0)
+    assert lr_at(by_time, 1, 75.0) == pytest.approx(2.5e-3)  # the time budget is nearer its end
+    assert lr_at(by_time, 1, 130.0) == 0.0
+    assert lr_at(SFTConfig(steps=10, lr=1e-2), 9, 99.0) == 1e-2  # constant: the default
+    with pytest.raises(ValueError, match="unknown decay 'cosine'"):
+        SFTConfig(decay="cosine")
