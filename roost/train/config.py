@@ -160,7 +160,7 @@ class RLSection(_Section):
 class LearnerSection(_Section):
     k: int = 2
     batch_size: int = 32  # samples (model turns) per optimizer step
-    lr: float = 5e-4
+    lr: float = 2e-4
     warmup_steps: int = 0  # the learning rate rises linearly to `lr` over the first steps
     correction: Literal["decoupled", "truncated_is"] = "decoupled"
     #: KL penalty to the SFT weights (k3 estimator): a task whose group degenerates until every
