@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 __all__ = ["ChaosSpec", "ChaosSpecError", "parse_chaos"]
@@ -65,6 +67,8 @@ def parse_chaos(text: str, *, crashable: frozenset[str] | None = None) -> ChaosS
             value = float(raw)
         except ValueError:
             raise ChaosSpecError(f"chaos item {item!r}: {raw.strip()!r} is not a number") from None
+        if not math.isfinite(value):  # no rate, count, seed or delay is infinite (int() raises)
+            raise ChaosSpecError(f"chaos item {item!r}: {raw.strip()!r} is not a finite number")
         if key.startswith("crash."):
             role = key.removeprefix("crash.")
             if crashable is not None and role not in crashable:
@@ -86,7 +90,7 @@ def parse_chaos(text: str, *, crashable: frozenset[str] | None = None) -> ChaosS
         elif key == "seed":
             fields[key] = int(value)
         elif key == "crash_first_by":
-            if not (value >= 1 and value == int(value)):
+            if not (value >= 1 and value.is_integer()):
                 raise ChaosSpecError(
                     f"chaos item {item!r}: a message count must be an integer >= 1"
                 )

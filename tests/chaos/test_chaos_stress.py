@@ -56,6 +56,8 @@ def test_chaos_is_reproducible_for_a_seed() -> None:
         ("kill_sandbox=0.6,hung_exec=0.6", "more than 1"),
         ("crash_first_by=0", "an integer >= 1"),
         ("crash_first_by=2.5", "an integer >= 1"),
+        ("crash_first_by=inf", "not a finite number"),
+        ("seed=nan", "not a finite number"),
     ],
 )
 def test_a_bad_chaos_spec_names_the_item_at_fault(text: str, complaint: str) -> None:
