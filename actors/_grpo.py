@@ -95,7 +95,7 @@ def grpo_loss(
         with torch.no_grad():
             ref, _ = reference.token_logprobs(prompts, completions, temperature=config.temperature)
         delta = ref - logp
-        weight = torch.exp(logp.detach() - behaviour).clamp(max=correction.cap)
+        weight = sur.is_weight.clamp(max=correction.cap)  # pi_theta / mu, already computed
         kl_ref = (weight * (torch.exp(delta) - delta - 1) * mask).sum() / tokens
     loss = pg_loss + config.kl_coef * kl_ref
 

@@ -94,8 +94,9 @@ def sft(
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
         torch.nn.utils.clip_grad_norm_(list(policy.parameters()), config.max_grad_norm)
+        lr = lr_at(config, step, time.perf_counter() - started)
         for group in optimizer.param_groups:
-            group["lr"] = lr_at(config, step, time.perf_counter() - started)
+            group["lr"] = lr
         optimizer.step()
         losses.append(float(loss.detach()))
         if on_step is not None:

@@ -144,6 +144,8 @@ class Surrogate:
     """Per-token objective to maximise, and what the metrics report about it."""
 
     objective: torch.Tensor
+    #: The importance weight pi_theta / mu of each token, without gradient (the decoupled
+    #: objective caps it; the loss caps it again for its KL term).
     is_weight: torch.Tensor
     clipped: torch.Tensor
 
