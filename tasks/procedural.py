@@ -259,6 +259,30 @@ class ProceduralTasks:
         stream = self.stream(level, split=split, start=start)
         return [next(stream) for _ in range(count)]
 
+    def take_by_function(
+        self, level: int, count: int, *, split: Split = "train", scan: int = 40
+    ) -> list[Task]:
+        """`count` tasks of `level` in `split`, spread evenly over its functions.
+
+        The stream draws functions unevenly: one with no constant ("square", "negate") is as
+        likely as all 18 "add k" together, so the first 30 held-out tasks of level 1 were 26
+        copies of `x ** 2`. An evaluation set made that way measures a few functions. Here the
+        stream's tasks are grouped by function (in order of first appearance; at most `scan *
+        count` of them, fewer once `count` functions are found) and taken round-robin: every
+        function once before any twice, a repeat with fresh examples only when the level has
+        fewer functions than `count` (level 1 has 6 held-out functions at seed 0).
+        """
+        by_function: dict[str, list[Task]] = {}
+        stream = self.stream(level, split=split)
+        for _ in range(scan * count):
+            if len(by_function) >= count:
+                break  # one task per function already: the usual case above level 1
+            task = next(stream)
+            by_function.setdefault(task.id.split("-")[2], []).append(task)
+        columns = list(by_function.values())
+        spread = [col[i] for i in range(max(map(len, columns))) for col in columns if i < len(col)]
+        return spread[:count]
+
     @staticmethod
     def _inputs(rng: random.Random, list_input: bool, edge: int | None) -> list[object]:
         """Two example inputs, then eight hidden ones; with a threshold, the hidden ones hold

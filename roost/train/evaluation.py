@@ -6,7 +6,8 @@ the training temperature. An episode passes when any turn passes; a task's sampl
 the share of its sampled episodes that passed (pass@1 estimated from `samples` draws: with one
 draw per task, sampling noise alone moves a 90-task figure by about 5 points). The result is shaped
 ``{"all": {"greedy": f, "sampled": f}, "demo_levels": {...}, "test_only_levels": {...}}``;
-a split with no tasks has null fractions.
+a split with no tasks has null fractions. The details hold the same figures counting only
+first attempts (`first_turn`), so a multi-turn evaluation also reports pass@1 without revision.
 """
 
 from __future__ import annotations
@@ -56,9 +57,10 @@ async def evaluate_heldout(
     """The pass rates (see the module docstring), and details (per task, seconds)."""
     started = time.perf_counter()
     passed: dict[str, list[float]] = {}
+    first: dict[str, list[float]] = {}
     n = len(tasks)
     for mode, temp, draws in (("greedy", 0.0, 1), ("sampled", temperature, samples)):
-        outcomes = await _episodes(
+        turns = await _episodes(
             policy,
             list(tasks) * draws,
             pool,
@@ -70,7 +72,22 @@ async def evaluate_heldout(
             concurrency,
             seed,
         )
-        passed[mode] = [sum(outcomes[i::n]) / draws for i in range(n)]
+        passed[mode] = [sum(t is not None for t in turns[i::n]) / draws for i in range(n)]
+        first[mode] = [sum(t == 0 for t in turns[i::n]) / draws for i in range(n)]
+    details = {
+        "tasks": len(tasks),
+        "samples": samples,
+        "seconds": time.perf_counter() - started,
+        "by_level": _by_level(tasks, passed),
+        "first_turn": _by_split(tasks, first, demo_levels),
+        "first_turn_by_level": _by_level(tasks, first),
+    }
+    return _by_split(tasks, passed, demo_levels), details
+
+
+def _by_split(
+    tasks: Sequence[Task], passed: dict[str, list[float]], demo_levels: Sequence[int]
+) -> HeldoutResult:
     demo = set(demo_levels)
     splits = {
         "all": [True] * len(tasks),
@@ -83,13 +100,7 @@ async def evaluate_heldout(
         for mode, rates in passed.items():
             chosen = [rate for rate, inside in zip(rates, member, strict=True) if inside]
             result[name][mode] = sum(chosen) / len(chosen) if chosen else None
-    details = {
-        "tasks": len(tasks),
-        "samples": samples,
-        "seconds": time.perf_counter() - started,
-        "by_level": _by_level(tasks, passed),
-    }
-    return result, details
+    return result
 
 
 def _by_level(tasks: Sequence[Task], passed: dict[str, list[float]]) -> dict[str, dict[str, float]]:
@@ -111,14 +122,15 @@ async def _episodes(
     temperature: float,
     concurrency: int,
     seed: int,
-) -> list[bool]:
+) -> list[int | None]:
+    """For each task, the turn (from 0) whose attempt passed, or None."""
     tokenizer = ByteTokenizer()
     verifier = TestsVerifier()
     limiter = anyio.CapacityLimiter(concurrency)
-    passed = [False] * len(tasks)
+    passed_at: list[int | None] = [None] * len(tasks)
     prompts = {i: first_prompt(t) for i, t in enumerate(tasks)}
     for turn in range(max_turns):
-        open_ids = [i for i in range(len(tasks)) if not passed[i]]
+        open_ids = [i for i in range(len(tasks)) if passed_at[i] is None]
         if not open_ids:
             break
         ids = [encode_prompt(tokenizer, prompts[i], prompt_room) for i in open_ids]
@@ -141,9 +153,10 @@ async def _episodes(
                 group.start_soon(_judge, verifier, tasks[i], text, pool, key, limiter, verdicts, i)
         for i, text in zip(open_ids, texts, strict=True):
             verdict = verdicts[i]
-            passed[i] = verdict.passed
+            if verdict.passed:
+                passed_at[i] = turn
             prompts[i] = revision_prompt(tasks[i], text, verdict)
-    return passed
+    return passed_at
 
 
 async def _judge(

@@ -98,6 +98,8 @@ def summarize(
         "staleness_histogram": {str(k): v for k, v in sorted(staleness.items())},
         "failures_by_kind": dict(failures),
         "heldout_by_level": {stage: e.get("by_level") for stage, e in evals.items()},
+        # first attempts only: equal to the figures above when eval.max_turns is 1
+        "heldout_first_turn": {stage: e.get("first_turn") for stage, e in evals.items()},
         "heldout_tasks": max((e.get("tasks", 0) for e in evals.values()), default=0),
         "scored_not_trained": sum(
             r.status == "scored" and r.consumed_version is None for r in trajectories

@@ -2,8 +2,9 @@
 and the text of each turn's prompt (the task, then the last attempt and why it failed).
 
 Held-out tasks are never trained on: procedural tasks are split by function digest (the same
-function never lands on both sides), a task file by a digest of each task id. Demonstrations
-(canonical solutions) are used only at the levels named in `tasks.demo_levels`.
+function never lands on both sides), a task file by a digest of each task id. A level's
+procedural held-out set is spread evenly over its held-out functions (`take_by_function`).
+Demonstrations (canonical solutions) are used only at the levels named in `tasks.demo_levels`.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class TaskSource:
                 heldout_percent=config.heldout_percent,
             )
             for level in self.levels:
-                self._heldout[level] = self._procedural.take(
+                self._heldout[level] = self._procedural.take_by_function(
                     level, config.heldout_per_level, split="heldout"
                 )
         else:

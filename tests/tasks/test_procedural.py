@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import itertools
 
 import pytest
 
 import tasks
-from tasks import MAX_LEVEL, ProceduralTasks, canary_tasks, check_tasks, mutants
+from tasks import MAX_LEVEL, ProceduralTasks, Task, canary_tasks, check_tasks, mutants
 from tasks.procedural import ProceduralTasks as Direct
 from tests.conftest import REAL
 from tests.tasks._pool import process_pool
@@ -49,6 +50,28 @@ def test_held_out_functions_never_reach_training() -> None:
         heldout = source.take(level, 30, split="heldout")
         assert {t.id.split("-")[2] for t in heldout}.isdisjoint(train)
         assert all(source.split_of(t) == "heldout" for t in heldout)
+
+
+def test_a_held_out_set_spreads_over_functions_not_draws() -> None:
+    source = ProceduralTasks()
+
+    def function(task: Task) -> str:
+        return task.id.split("-")[2]
+
+    # The plain stream is dominated by a function with no constant (x ** 2 at level 1)...
+    drawn = collections.Counter(map(function, source.take(1, 30, split="heldout")))
+    assert drawn.most_common(1)[0][1] >= 20
+    # ...the spread set takes every function it finds once before any twice.
+    spread = source.take_by_function(1, 30, split="heldout")
+    counts = collections.Counter(map(function, spread))
+    assert len(spread) == 30
+    assert len(counts) > len(drawn)
+    assert max(counts.values()) - min(counts.values()) <= 1
+    assert set(drawn) <= set(counts)
+    assert all(source.split_of(t) == "heldout" for t in spread)
+    assert len({t.id for t in spread}) == 30  # a repeated function comes with fresh examples
+    # Where the level has enough functions, each task is a different one.
+    assert len(set(map(function, source.take_by_function(3, 30, split="heldout")))) == 30
 
 
 def test_bad_levels_are_refused() -> None:

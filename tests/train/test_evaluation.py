@@ -62,3 +62,45 @@ async def test_sampled_rate_is_the_mean_over_draws_and_greedy_is_one_draw(
     assert details["samples"] == 4
     # 6 greedy generations (not counted) and 6 tasks x 4 sampled draws.
     assert next(calls) == 24
+
+
+async def test_a_multi_turn_evaluation_also_reports_first_attempts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tasks = ProceduralTasks().take(1, 4)
+    tokenizer = ByteTokenizer()
+    solution = {t.prompt: t.canonical_solution or "" for t in tasks}
+    first_right = {tasks[0].prompt}  # task 0 passes at once; 1 and 2 after a revision; 3 never
+    revise_right = {tasks[1].prompt, tasks[2].prompt}
+
+    def fake_generate(policy: Any, prompts: Sequence[Sequence[int]], **_: Any) -> list[Sample]:
+        out = []
+        for ids in prompts:
+            prompt = tokenizer.decode(list(ids[1:]))
+            task_prompt = next(p for p in solution if prompt.startswith(p))
+            revising = "# tried:" in prompt
+            right = task_prompt in (revise_right if revising else first_right)
+            text = solution[task_prompt] if right else "    return None\n"
+            out.append(Sample(tokenizer.encode(text, bos=False), [0.0], [0]))
+        return out
+
+    monkeypatch.setattr(evaluation, "generate", fake_generate)
+    pool = SandboxPool(lambda key: ProcessSandbox(SandboxSpec(backend="process")), capacity=4)
+    async with pool:
+        result, details = await evaluation.evaluate_heldout(
+            None,  # type: ignore[arg-type]
+            tasks,
+            pool=pool,
+            key="python",
+            demo_levels=[1],
+            max_turns=3,
+            max_new_tokens=64,
+            prompt_room=400,
+            temperature=1.0,
+            concurrency=4,
+            samples=2,
+        )
+    assert result["all"] == {"greedy": 0.75, "sampled": 0.75}
+    assert details["first_turn"]["all"] == {"greedy": 0.25, "sampled": 0.25}
+    assert details["first_turn"]["test_only_levels"] == {"greedy": None, "sampled": None}
+    assert details["first_turn_by_level"] == {"1": {"greedy": 0.25, "sampled": 0.25}}
