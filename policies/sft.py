@@ -8,6 +8,7 @@ an experiment, or `roost sft`); it trains the policy in place and leaves its ver
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -116,5 +117,8 @@ def lr_at(config: SFTConfig, step: int, elapsed_s: float) -> float:
         return config.lr
     done = step / config.steps
     if config.time_budget_s is not None:
-        done = max(done, elapsed_s / config.time_budget_s)
+        # Whole percents of the budget: a run that keeps ahead of its time budget then decays
+        # by steps alone, so the same seed and step count give the same weights (the raw
+        # fraction, never 0 after the first step's compute, nudged every rate it touched).
+        done = max(done, math.floor(100 * elapsed_s / config.time_budget_s) / 100)
     return config.lr * max(0.0, 1.0 - done)

@@ -62,6 +62,7 @@ RESTARTS_PER_MINUTE = 10_000
 MiB = 1024 * 1024
 PREFLIGHT_TIMEOUT_S = 120.0
 WEIGHTS_TIMEOUT_S = 600.0
+CONTROL_MAX_STEPS = 1 << 40  # the control stops on its time budget alone
 T = TypeVar("T")
 
 
@@ -470,7 +471,9 @@ async def _control(
             lambda: run_sft(
                 policy,
                 source.demos(),
-                config.sft,
+                # The control's budget is the RL phase's wall time, never the warm start's
+                # step count (which would cut it short: tuned down), so its rate decays by time.
+                msgspec.structs.replace(config.sft, max_steps=CONTROL_MAX_STEPS),
                 seed=config.seed + 1,
                 time_budget_s=budget,
                 stop=stop_flag,

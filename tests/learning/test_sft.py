@@ -56,6 +56,11 @@ def test_linear_decay_falls_to_zero_by_the_step_count_or_the_time_budget() -> No
     by_time = SFTConfig(steps=1_000, lr=1e-2, decay="linear", time_budget_s=100.0)
     assert lr_at(by_time, 1, 75.0) == pytest.approx(2.5e-3)  # the time budget is nearer its end
     assert lr_at(by_time, 1, 130.0) == 0.0
+    # Ahead of its time budget, a run's rates depend on its steps alone: reproducible.
+    ahead = SFTConfig(steps=10, lr=1e-2, decay="linear", time_budget_s=100.0)
+    assert [lr_at(ahead, s, 9.9 * s + 0.3) for s in range(10)] == [
+        lr_at(by_steps, s, 0.0) for s in range(10)
+    ]
     assert lr_at(SFTConfig(steps=10, lr=1e-2), 9, 99.0) == 1e-2  # constant: the default
     with pytest.raises(ValueError, match="unknown decay 'cosine'"):
         SFTConfig(decay="cosine")

@@ -119,3 +119,20 @@ async def test_sync_run_never_trains_a_stale_sample(
     learner = progress["rl"]["segments"][0]["learner"]
     assert learner["dropped_stale"] == 0
     assert set(learner["staleness"]) == {"0"}
+
+
+async def test_the_control_trains_for_the_rl_phases_wall_time_not_the_sft_step_count(
+    tiny_config: TrainConfig, tmp_path: Path
+) -> None:
+    import msgspec
+
+    config = msgspec.structs.replace(tiny_config, control=True)
+    out = tmp_path / "run"
+    summary = await train(config, out)
+    _check_rates(summary["heldout_pass_rate_sft_only_control"])
+    progress = json.loads((out / "progress.json").read_text())
+    rl_seconds = float(progress["rl"]["elapsed_s"])
+    # The warm start stopped at its step budget; the control ran on to the RL phase's time.
+    assert progress["sft"]["steps"] == config.sft.max_steps
+    assert summary["control"]["steps"] > config.sft.max_steps
+    assert summary["control"]["seconds"] >= rl_seconds
