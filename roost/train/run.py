@@ -212,6 +212,7 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
             board.phase = "sft"
             board.phase_started = time.perf_counter()
             board.phase_budget = config.sft.time_budget_s
+            board.phase_steps = config.sft.max_steps
             pairs = await anyio.to_thread.run_sync(source.demos)
             try:
                 result = await anyio.to_thread.run_sync(
@@ -466,6 +467,7 @@ async def _control(
     board.phase = "control sft"
     board.phase_started = time.perf_counter()
     board.phase_budget = budget
+    board.phase_steps = None
     try:
         result = await anyio.to_thread.run_sync(
             lambda: run_sft(

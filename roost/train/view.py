@@ -44,6 +44,7 @@ class Dashboard:
         self.phase = "starting"
         self.phase_started = time.perf_counter()
         self.phase_budget: float | None = None
+        self.phase_steps: int | None = None  # an SFT phase's step budget, if it has one
         self.rl: RLPhase | None = None
         self.model = ""
         self.started = time.perf_counter()
@@ -97,7 +98,11 @@ class Dashboard:
         if self.phase == "rl" and self.rl is not None:
             return max(0.0, self.config.rl.time_budget_s - self.rl.elapsed())
         if self.phase_budget is not None and self.phase in ("sft", "control sft"):
-            return max(0.0, self.phase_budget - (time.perf_counter() - self.phase_started))
+            elapsed = time.perf_counter() - self.phase_started
+            left = max(0.0, self.phase_budget - elapsed)
+            if self.phase_steps is not None and self.sft_step > 0:  # whichever ends it first
+                left = min(left, (self.phase_steps - self.sft_step) * elapsed / self.sft_step)
+            return max(0.0, left)
         return None
 
     def table(self, figures: dict[str, Any]) -> Table:

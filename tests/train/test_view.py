@@ -47,3 +47,21 @@ async def test_dashboard_shows_rates_pool_mailboxes_lag_and_eta() -> None:
         "loop lag p99",
     ):
         assert label in text, label
+
+
+def test_sft_eta_follows_the_step_budget_when_it_ends_the_phase_first() -> None:
+    import time
+
+    board = Dashboard(TrainConfig(), RunCounts(), live=False, console=Console())
+    board.phase = "sft"
+    board.phase_started = time.perf_counter() - 10.0
+    board.phase_budget = 100.0  # 90 s left by the clock
+    board.phase_steps = 20
+    board.sft_progress(9, 0.5)  # 10 of 20 steps in 10 s: about 10 s left by the steps
+    eta = board.eta()
+    assert eta is not None
+    assert 9.0 <= eta <= 11.0
+    board.phase_steps = None  # a time budget alone (the control)
+    eta = board.eta()
+    assert eta is not None
+    assert 89.0 <= eta <= 90.0
