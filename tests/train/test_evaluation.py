@@ -14,10 +14,31 @@ from roost.train import evaluation
 from sandboxes import SandboxSpec
 from sandboxes.pool import SandboxPool
 from sandboxes.process import ProcessSandbox
-from tasks import ProceduralTasks
+from tasks import ProceduralTasks, Task
 from tests.conftest import REAL
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", [REAL])]
+
+
+async def _evaluate(
+    tasks: Sequence[Task], *, max_turns: int, samples: int
+) -> tuple[evaluation.HeldoutResult, dict[str, Any]]:
+    """`evaluate_heldout` on real process sandboxes; level 1 is the demo level."""
+    pool = SandboxPool(lambda key: ProcessSandbox(SandboxSpec(backend="process")), capacity=4)
+    async with pool:
+        return await evaluation.evaluate_heldout(
+            None,  # type: ignore[arg-type]
+            tasks,
+            pool=pool,
+            key="python",
+            demo_levels=[1],
+            max_turns=max_turns,
+            max_new_tokens=64,
+            prompt_room=400,
+            temperature=1.0,
+            concurrency=4,
+            samples=samples,
+        )
 
 
 async def test_sampled_rate_is_the_mean_over_draws_and_greedy_is_one_draw(
@@ -42,21 +63,7 @@ async def test_sampled_rate_is_the_mean_over_draws_and_greedy_is_one_draw(
         return out
 
     monkeypatch.setattr(evaluation, "generate", fake_generate)
-    pool = SandboxPool(lambda key: ProcessSandbox(SandboxSpec(backend="process")), capacity=4)
-    async with pool:
-        result, details = await evaluation.evaluate_heldout(
-            None,  # type: ignore[arg-type]
-            tasks,
-            pool=pool,
-            key="python",
-            demo_levels=[1],
-            max_turns=1,
-            max_new_tokens=64,
-            prompt_room=400,
-            temperature=1.0,
-            concurrency=4,
-            samples=4,
-        )
+    result, details = await _evaluate(tasks, max_turns=1, samples=4)
     assert result["all"] == {"greedy": 1.0, "sampled": 0.25}
     assert result["demo_levels"]["greedy"] == 1.0
     assert details["samples"] == 4
@@ -85,21 +92,7 @@ async def test_a_multi_turn_evaluation_also_reports_first_attempts(
         return out
 
     monkeypatch.setattr(evaluation, "generate", fake_generate)
-    pool = SandboxPool(lambda key: ProcessSandbox(SandboxSpec(backend="process")), capacity=4)
-    async with pool:
-        result, details = await evaluation.evaluate_heldout(
-            None,  # type: ignore[arg-type]
-            tasks,
-            pool=pool,
-            key="python",
-            demo_levels=[1],
-            max_turns=3,
-            max_new_tokens=64,
-            prompt_room=400,
-            temperature=1.0,
-            concurrency=4,
-            samples=2,
-        )
+    result, details = await _evaluate(tasks, max_turns=3, samples=2)
     assert result["all"] == {"greedy": 0.75, "sampled": 0.75}
     assert details["first_turn"]["all"] == {"greedy": 0.25, "sampled": 0.25}
     assert details["first_turn"]["test_only_levels"] == {"greedy": None, "sampled": None}
