@@ -32,6 +32,8 @@ __all__ = [
     "LearnerCore",
     "StepStats",
     "Trajectory",
+    "episode_of",
+    "episodes_in",
     "load_checkpoint",
 ]
 
@@ -61,9 +63,23 @@ class Trajectory(msgspec.Struct, frozen=True):
         return min(self.versions) if self.versions else 1 << 62
 
 
+def episode_of(sample_id: str) -> str:
+    """The episode a sample comes from: each model turn of a multi-turn episode is a sample,
+    named `episode#turn`; a sample without `#` is a whole episode."""
+    head, sep, _ = sample_id.rpartition("#")
+    return head if sep else sample_id
+
+
+def episodes_in(group: Sequence[Trajectory]) -> int:
+    """How many episodes a group's samples come from (the unit of the learner's batch)."""
+    return len({episode_of(t.rollout_id) for t in group})
+
+
 @dataclasses.dataclass(frozen=True)
 class LearnerConfig:
-    batch_size: int = 32  # samples (trajectories) per optimizer step
+    # Episodes per optimizer step (each trains on all its model turns): the unit admission
+    # counts, so the batch is what the staleness bound lets in per version.
+    batch_size: int = 32
     lr: float = 3e-4
     # Linear warm-up over the first steps: a fresh Adam moves every weight by about `lr` on
     # its first steps whatever the gradient's noise (its second moment is still unknown).

@@ -1,11 +1,13 @@
 """`Learner`: consumes scored GRPO groups, steps the optimizer, publishes, checkpoints.
 
-Groups wait in a buffer. The learner steps when it holds at least `batch_size` fresh samples
-and the staleness book allows it (no running rollout would fall past the bound); it takes the
-oldest groups first. Any sample already past the bound is dropped and counted (a guard that
-should read zero). After a step the new weights go to the generator (an ask: the reply means
-they are being served), then the book's version moves on, which reopens admission. The step
-itself runs in a worker thread, under a deadline; the loss is in `actors/_grpo.py`.
+Groups wait in a buffer. The learner steps when it holds samples of at least `batch_size`
+episodes (a multi-turn episode yields one sample per model turn; admission counts episodes, so
+the two agree) and the staleness book allows it (no running rollout would fall past the
+bound); it takes the oldest groups first. Any sample already past the bound is dropped and
+counted (a guard that should read zero). After a step the new weights go to the generator (an
+ask: the reply means they are being served), then the book's version moves on, which reopens
+admission. The step itself runs in a worker thread, under a deadline; the loss is in
+`actors/_grpo.py`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from actors._learner_core import (
     LearnerCore,
     StepStats,
     Trajectory,
+    episode_of,
+    episodes_in,
     load_checkpoint,
 )
 from actors.generator import WeightsPublished
@@ -40,6 +44,8 @@ __all__ = [
     "ScoredGroup",
     "SetCurriculumState",
     "Trajectory",
+    "episode_of",
+    "episodes_in",
     "load_checkpoint",
 ]
 
@@ -167,7 +173,7 @@ class Learner(Actor):
     async def _train_while_possible(self) -> None:
         while True:
             self._drop_stale()
-            if sum(len(g) for g in self._buffer) < self.config.batch_size:
+            if sum(episodes_in(g) for g in self._buffer) < self.config.batch_size:
                 return
             if not self.book.may_step(self.core.version):
                 return  # a straggler would fall past the bound: wait for it
@@ -182,7 +188,7 @@ class Learner(Actor):
 
     def _take_batch(self) -> list[list[Trajectory]]:
         batch, self._buffer = take_batch(
-            self._buffer, self.core.version, self.config.k, self.config.batch_size
+            self._buffer, self.core.version, self.config.k, self.config.batch_size, size=episodes_in
         )
         return batch
 

@@ -20,7 +20,7 @@ The correction turns behaviour log-probabilities into the clipped surrogate (see
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, Protocol, TypeVar
 
 import torch
@@ -120,11 +120,17 @@ def split_stale(
 
 
 def take_batch(
-    groups: Sequence[Sequence[S]], learner_version: int, k: int, batch_size: int
+    groups: Sequence[Sequence[S]],
+    learner_version: int,
+    k: int,
+    batch_size: int,
+    *,
+    size: Callable[[Sequence[S]], int] = len,
 ) -> tuple[list[list[S]], list[list[S]]]:
-    """(batch, rest): the oldest groups until `batch_size` samples, plus every group that
-    would be past the bound after this step (the batch may then be larger: a sample is
-    trained late rather than dropped)."""
+    """(batch, rest): the oldest groups until they hold `batch_size` units (`size` counts a
+    group's: samples by default; the training run counts episodes, each of which yields one
+    sample per model turn), plus every group that would be past the bound after this step (the
+    batch may then be larger: a sample is trained late rather than dropped)."""
     ordered = sorted(groups, key=lambda g: min(s.oldest_version for s in g))
     floor = learner_version + 1 - k
     batch: list[list[S]] = []
@@ -132,7 +138,7 @@ def take_batch(
     while ordered and (count < batch_size or min(s.oldest_version for s in ordered[0]) < floor):
         group = ordered.pop(0)
         batch.append(list(group))
-        count += len(group)
+        count += size(group)
     return batch, [list(g) for g in ordered]
 
 

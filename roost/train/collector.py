@@ -22,7 +22,7 @@ from typing import Any, Literal
 import anyio
 import msgspec
 
-from actors.learner import RolloutSettled, ScoredGroup, Trajectory
+from actors.learner import RolloutSettled, ScoredGroup, Trajectory, episode_of
 from actors.rollouts import RolloutFinished
 from policies.staleness import StalenessBook
 from roost.train.episode import EpisodeStore, EpisodeTurn
@@ -215,7 +215,7 @@ class Collector(Actor):
             self._groups[group_id] = (seen, samples)
             return
         self._groups.pop(group_id, None)
-        rollouts = sorted({s.rollout_id.rpartition("#")[0] for s in samples})
+        rollouts = sorted({episode_of(s.rollout_id) for s in samples})
         if self.skip_no_signal and len({s.reward for s in samples}) <= 1:
             # Equal rewards: every advantage is zero, so the step would cost a full forward
             # and backward pass and change nothing. Recorded, never trained on; the slots go
@@ -247,7 +247,7 @@ class Collector(Actor):
     @handler
     async def learner_stepped(self, msg: LearnerStepped) -> None:
         consumed = msg.sample_ids
-        rollouts = {sample_id.rpartition("#")[0] for sample_id in consumed}
+        rollouts = {episode_of(sample_id) for sample_id in consumed}
         now = anyio.current_time()
         rewards: list[float] = []
         passes = 0

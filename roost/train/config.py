@@ -163,7 +163,7 @@ class RLSection(_Section):
 
 class LearnerSection(_Section):
     k: int = 2
-    batch_size: int = 32  # samples (model turns) per optimizer step
+    batch_size: int = 32  # episodes per optimizer step (each trains on all its turns)
     lr: float = 2e-4
     warmup_steps: int = 0  # the learning rate rises linearly to `lr` over the first steps
     correction: Literal["decoupled", "truncated_is"] = "decoupled"

@@ -13,6 +13,7 @@ import heapq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from actors.learner import Trajectory, episode_of, episodes_in
 from policies.staleness import StalenessBook, split_stale, take_batch
 
 
@@ -150,3 +151,23 @@ def test_split_stale_drops_and_counts() -> None:
     kept, dropped = split_stale(groups, 3, 2)
     assert dropped == 1
     assert [[s.rollout_id for s in g] for g in kept] == [["b"], ["c"]]
+
+
+def _turns(episode: str, turns: int, version: int = 0) -> list[Trajectory]:
+    return [
+        Trajectory(f"{episode}#{t}", [1], [2], [-0.5], [version], reward=0.0) for t in range(turns)
+    ]
+
+
+def test_a_batch_counts_episodes_when_asked_not_model_turns() -> None:
+    three_turns = _turns("g0/0", 3) + _turns("g0/1", 3)  # one group: 2 episodes, 6 samples
+    one_turn = _turns("g1/0", 1) + _turns("g1/1", 1)
+    assert episode_of("g0/0#2") == "g0/0"
+    assert episode_of("g0/0") == "g0/0"
+    assert episodes_in(three_turns) == 2
+
+    by_samples, _ = take_batch([three_turns, one_turn], 0, 2, 4)
+    by_episodes, rest = take_batch([three_turns, one_turn], 0, 2, 4, size=episodes_in)
+    assert len(by_samples) == 1  # six samples already fill a batch of four
+    assert len(by_episodes) == 2
+    assert rest == []

@@ -3,6 +3,7 @@ held-out pass rates of the specified shape, and records that carry timings and v
 
 from __future__ import annotations
 
+import collections
 import json
 from pathlib import Path
 
@@ -80,6 +81,10 @@ async def test_tiny_run_writes_every_file_and_the_counts_add_up(
             assert 0 <= turn.min_version <= turn.max_version <= on_disk["versions"]
     consumed = [r for r in scored if r.consumed_version is not None]
     assert consumed
+    # Every step trains on at least `batch_size` episodes (the unit admission counts), however
+    # many model turns each took: a batch counted in samples stepped on two 2-turn episodes.
+    per_step = collections.Counter(r.consumed_version for r in consumed)
+    assert min(per_step.values()) >= tiny_config.learner.batch_size, per_step
     assert all(r.learner_wait_s is not None and r.learner_wait_s >= 0 for r in consumed)
     versions = [r.version for r in records if isinstance(r, StepRecord)]
     assert versions == list(range(1, on_disk["versions"] + 1))
