@@ -23,6 +23,11 @@ __all__ = ["SFT_DECAYS", "SFTConfig", "SFTResult", "lr_at", "sft", "sft_loss"]
 SFT_DECAYS = ("constant", "linear")
 
 
+#: How far (a share of the budget) the elapsed time may lead the step count before the time
+#: budget, rather than the steps, sets the decaying rate.
+TIME_LEAD = 0.05
+
+
 @dataclasses.dataclass(frozen=True)
 class SFTConfig:
     steps: int = 200
@@ -117,8 +122,12 @@ def lr_at(config: SFTConfig, step: int, elapsed_s: float) -> float:
         return config.lr
     done = step / config.steps
     if config.time_budget_s is not None:
-        # Whole percents of the budget: a run that keeps ahead of its time budget then decays
-        # by steps alone, so the same seed and step count give the same weights (the raw
-        # fraction, never 0 after the first step's compute, nudged every rate it touched).
-        done = max(done, math.floor(100 * elapsed_s / config.time_budget_s) / 100)
+        # The time budget takes over only once it leads the step count by more than
+        # TIME_LEAD (a slower machine), and still reaches 0 at its end. A run on pace for its
+        # step budget then decays by steps alone, so the same seed gives the same weights:
+        # its time share trails by a few points, but the first step's warm-up (2 s of 330)
+        # and timing noise put it briefly ahead, and two runs' rates then differed.
+        lead = TIME_LEAD
+        by_time = (math.floor(100 * elapsed_s / config.time_budget_s) / 100 - lead) / (1 - lead)
+        done = max(done, by_time)
     return config.lr * max(0.0, 1.0 - done)

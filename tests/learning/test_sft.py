@@ -54,13 +54,18 @@ def test_linear_decay_falls_to_zero_by_the_step_count_or_the_time_budget() -> No
     by_steps = SFTConfig(steps=10, lr=1e-2, decay="linear")
     assert [lr_at(by_steps, s, 0.0) for s in (0, 5, 9)] == pytest.approx([1e-2, 5e-3, 1e-3])
     by_time = SFTConfig(steps=1_000, lr=1e-2, decay="linear", time_budget_s=100.0)
-    assert lr_at(by_time, 1, 75.0) == pytest.approx(2.5e-3)  # the time budget is nearer its end
+    # the time budget is nearer its end: 75 % of it gone, 5 points of lead forgiven
+    assert lr_at(by_time, 1, 75.0) == pytest.approx(1e-2 * (1 - 0.70 / 0.95))
     assert lr_at(by_time, 1, 130.0) == 0.0
     # Ahead of its time budget, a run's rates depend on its steps alone: reproducible.
     ahead = SFTConfig(steps=10, lr=1e-2, decay="linear", time_budget_s=100.0)
     assert [lr_at(ahead, s, 9.9 * s + 0.3) for s in range(10)] == [
         lr_at(by_steps, s, 0.0) for s in range(10)
     ]
+    # So is one on pace whose early steps ran slow, its clock briefly ahead (measured with a
+    # 2 s first step: step 5 at 4.2 s of 330, 0.66 % of the steps and 1.27 % of the time).
+    default = SFTConfig(steps=760, lr=2e-3, decay="linear", time_budget_s=330.0)
+    assert lr_at(default, 5, 4.19) == 2e-3 * (1 - 5 / 760)
     assert lr_at(SFTConfig(steps=10, lr=1e-2), 9, 99.0) == 1e-2  # constant: the default
     with pytest.raises(ValueError, match="unknown decay 'cosine'"):
         SFTConfig(decay="cosine")
