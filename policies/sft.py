@@ -125,9 +125,8 @@ def lr_at(config: SFTConfig, step: int, elapsed_s: float) -> float:
         # The time budget takes over only once it leads the step count by more than
         # TIME_LEAD (a slower machine), and still reaches 0 at its end. A run on pace for its
         # step budget then decays by steps alone, so the same seed gives the same weights:
-        # its time share trails by a few points, but the first step's warm-up (2 s of 330)
-        # and timing noise put it briefly ahead, and two runs' rates then differed.
-        lead = TIME_LEAD
-        by_time = (math.floor(100 * elapsed_s / config.time_budget_s) / 100 - lead) / (1 - lead)
-        done = max(done, by_time)
+        # slow early steps put its time share briefly ahead, and a rule that followed it
+        # gave two runs of one seed different rates.
+        elapsed = math.floor(100 * elapsed_s / config.time_budget_s) / 100
+        done = max(done, (elapsed - TIME_LEAD) / (1 - TIME_LEAD))
     return config.lr * max(0.0, 1.0 - done)
