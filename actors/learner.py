@@ -115,7 +115,7 @@ class Learner(Actor):
         self._busy_s = 0.0
         self._first_seen: float | None = None
         self._last: StepStats | None = None
-        book.version = self.core.version
+        book.resume_at(self.core.version)
 
     async def on_start(self) -> None:
         m = self.system.metrics

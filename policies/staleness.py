@@ -93,6 +93,13 @@ class StalenessBook:
         floor = learner_version + 1 - self.k
         return all(v >= floor for v in self._running.values())
 
+    def resume_at(self, version: int) -> None:
+        """The learner starts at `version` (a resumed run): count the batch each earlier version
+        trained on as usable, so admission lets in k + 1 batches, as in a run that never
+        stopped, rather than `version` batches at once."""
+        self.version = version
+        self.usable = max(self.usable, version * self.batch_size)
+
     def within(self, sample_version: int, learner_version: int) -> bool:
         return learner_version - sample_version <= self.k
 

@@ -1,13 +1,19 @@
 """`TrainBook`: the staleness book of a training run, whose rollouts yield several samples.
 
-`policies.staleness.StalenessBook` counts one sample per rollout: at k = 0 its admission rule
-closes the gate once B rollouts of version u have started, so nothing starts while the learner
-steps. A multi-turn episode yields one sample per turn, so the learner can step on B samples
-while fewer than B rollouts have started and the gate is still open; a rollout starting then
-would sample with version u and reach the learner at u + 1, past k = 0. So at k = 0 this book
-also closes admission from the moment the learner may step until it has published (the
-learner sets `version` after the generator acknowledged, or refused, the new weights). For
-k >= 1 such a rollout is at most one version stale and the stepping rule covers it.
+At k = 0 a rollout that starts while the learner steps from u to u + 1 samples with version
+u and reaches the learner at u + 1, past the bound. The plain `StalenessBook` already keeps
+that from happening: the learner steps only once it holds B episodes (its batch counts
+episodes, as admission does), and every held episode counts as started until the collector
+settles it, so started >= (u + 1) * B and the gate is shut. The discrete-event model in
+tests/learning/test_staleness.py checks this with multi-turn episodes and groups without
+signal. It was not so while the batch counted samples (model turns): the learner could then
+step on B samples from fewer than B episodes with the gate open.
+
+This book keeps a second, independent closing at k = 0: from the moment the learner may
+step until it has published (the learner sets `version` once the generator acknowledged, or
+refused, the new weights), nothing is admitted. It costs nothing (at k = 0 nothing would be
+admitted then anyway) and does not rest on the collector's order of settling. For k >= 1 a
+rollout starting then is at most one version stale and the stepping rule covers it.
 """
 
 from __future__ import annotations
