@@ -13,7 +13,14 @@ import torch
 from policies.neural import NeuralPolicy
 from policies.staleness import Correction
 
-__all__ = ["LossConfig", "LossStats", "grpo_advantages", "grpo_loss"]
+__all__ = [
+    "LossConfig",
+    "LossStats",
+    "combine_stats",
+    "grpo_advantages",
+    "grpo_loss",
+    "micro_batches",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +43,47 @@ class LossStats:
     kl_behaviour: float
     kl_reference: float
     tokens: int
+
+
+def combine_stats(parts: Sequence[LossStats]) -> LossStats:
+    """The statistics of a batch from those of its micro-batches (token-weighted means; the
+    loss and the KL term are already normalised by the whole batch's tokens, so they add)."""
+    tokens = sum(p.tokens for p in parts)
+
+    def mean(field: str) -> float:
+        return sum(getattr(p, field) * p.tokens for p in parts) / tokens if tokens else 0.0
+
+    return LossStats(
+        loss=sum(p.loss for p in parts),
+        clip_fraction=mean("clip_fraction"),
+        is_weight_mean=mean("is_weight_mean") if tokens else 1.0,
+        is_weight_max=max((p.is_weight_max for p in parts), default=1.0),
+        is_weight_min=min((p.is_weight_min for p in parts), default=1.0),
+        kl_behaviour=mean("kl_behaviour"),
+        kl_reference=sum(p.kl_reference for p in parts),
+        tokens=tokens,
+    )
+
+
+def micro_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """Indices of `lengths` (prompt plus completion of each sample) in groups of similar
+    length whose padded size (members times the longest) stays within `max_tokens`.
+
+    A batch padded to its longest sample spends most of its compute on padding when short
+    first attempts share it with long revision prompts; sorted groups nearly remove that, and
+    bound the memory of one forward pass. A sample longer than `max_tokens` goes alone.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    groups: list[list[int]] = []
+    current: list[int] = []
+    for i in order:  # ascending, so lengths[i] is the longest of `current` once added
+        if current and (len(current) + 1) * lengths[i] > max_tokens:
+            groups.append(current)
+            current = []
+        current.append(i)
+    if current:
+        groups.append(current)
+    return groups
 
 
 def grpo_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]:
@@ -62,8 +110,14 @@ def grpo_loss(
     correction: Correction,
     config: LossConfig,
     reference: NeuralPolicy | None = None,
+    *,
+    normaliser: float | None = None,
 ) -> tuple[torch.Tensor, LossStats]:
-    """The loss to minimise for one batch (token-level mean over every completion token)."""
+    """The loss to minimise for one batch (token-level mean over every completion token).
+
+    `normaliser` replaces this batch's token count as the divisor: a micro-batch passes the
+    whole batch's count, so that the gradients of its micro-batches add up to the batch's.
+    """
     dev = policy.device
     # 1. current log-probabilities (with gradient) and the padding mask
     logp, mask = policy.token_logprobs(prompts, completions, temperature=config.temperature)
@@ -82,6 +136,8 @@ def grpo_loss(
     # 3. the clipped, importance-weighted surrogate, averaged over real tokens
     sur = correction.surrogate(logp, behaviour, proximal, adv)
     tokens = mask.sum().clamp(min=1.0)
+    if normaliser is not None:
+        tokens = torch.tensor(float(normaliser), device=dev)
     pg_loss = -(sur.objective * mask).sum() / tokens
 
     # 4. optional KL to a frozen reference (k3 estimator: e^(ref-cur) - (ref-cur) - 1 >= 0),
@@ -102,6 +158,7 @@ def grpo_loss(
     # 5. diagnostics: KL(behaviour || current) by the k1 estimator on the sampled tokens
     with torch.no_grad():
         real = mask.bool()
+        own = mask.sum().clamp(min=1.0)  # this micro-batch's tokens: its own means
         weights = sur.is_weight[real]
         stats = LossStats(
             loss=float(loss.detach()),
@@ -109,7 +166,7 @@ def grpo_loss(
             is_weight_mean=float(weights.mean()) if weights.numel() else 1.0,
             is_weight_max=float(weights.max()) if weights.numel() else 1.0,
             is_weight_min=float(weights.min()) if weights.numel() else 1.0,
-            kl_behaviour=float(((behaviour - logp) * mask).sum() / tokens),
+            kl_behaviour=float(((behaviour - logp) * mask).sum() / own),
             kl_reference=float(kl_ref),
             tokens=int(mask.sum()),
         )

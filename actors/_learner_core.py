@@ -19,7 +19,14 @@ import msgspec
 import torch
 import torch._dynamo  # (see below)
 
-from actors._grpo import LossConfig, LossStats, grpo_advantages, grpo_loss
+from actors._grpo import (
+    LossConfig,
+    LossStats,
+    combine_stats,
+    grpo_advantages,
+    grpo_loss,
+    micro_batches,
+)
 from policies.neural import NeuralPolicy
 from policies.staleness import make_correction
 
@@ -34,7 +41,9 @@ __all__ = [
     "Trajectory",
     "episode_of",
     "episodes_in",
+    "group_advantages",
     "load_checkpoint",
+    "turn_of",
 ]
 
 
@@ -70,6 +79,35 @@ def episode_of(sample_id: str) -> str:
     return head if sep else sample_id
 
 
+def turn_of(sample_id: str) -> int:
+    """The model turn a sample is (0 for the first attempt, or a sample without `#`)."""
+    _, sep, turn = sample_id.rpartition("#")
+    return int(turn) if sep and turn.isdigit() else 0
+
+
+def group_advantages(group: Sequence[Trajectory], baseline: str) -> list[float]:
+    """GRPO advantages of a group's samples, relative to the whole group ("group") or to the
+    samples of the same model turn ("turn").
+
+    With per-turn rewards, the whole group's mean is a baseline that depends on the action
+    being judged: a first attempt that fails brings revision samples (of lower reward) into
+    the group, one that passes does not. Per turn, the first attempts (one prompt, one sample
+    per episode) are compared only with each other, as in single-turn GRPO; a revision turn
+    alone in its group has no baseline and gets 0.
+    """
+    rewards = [t.reward for t in group]
+    if baseline == "group":
+        return grpo_advantages(rewards)
+    out = [0.0] * len(group)
+    by_turn: dict[int, list[int]] = {}
+    for i, t in enumerate(group):
+        by_turn.setdefault(turn_of(t.rollout_id), []).append(i)
+    for members in by_turn.values():
+        for i, a in zip(members, grpo_advantages([rewards[i] for i in members]), strict=True):
+            out[i] = a
+    return out
+
+
 def episodes_in(group: Sequence[Trajectory]) -> int:
     """How many episodes a group's samples come from (the unit of the learner's batch)."""
     return len({episode_of(t.rollout_id) for t in group})
@@ -88,12 +126,16 @@ class LearnerConfig:
     betas: tuple[float, float] = (0.9, 0.99)
     max_grad_norm: float = 1.0
     correction: str = "decoupled"
+    baseline: str = "group"  # GRPO's baseline: "group", or "turn" (see `group_advantages`)
     is_cap: float | None = None
     loss: LossConfig = dataclasses.field(default_factory=LossConfig)
     k: int = 2  # staleness bound
     checkpoint_every: int = 0  # optimizer steps; 0: never
     checkpoint_dir: str | None = None
     keep_checkpoints: int = 2
+    # Padded tokens per forward pass: the batch is cut into micro-batches of similar length
+    # (the same gradient, far less padding; docs/benchmarks.md).
+    micro_batch_tokens: int = 4096
     step_timeout_s: float = 600.0
     publish_timeout_s: float = 120.0
     seed: int = 0
@@ -155,20 +197,28 @@ class LearnerCore:
         """One optimizer step on `groups` (each a GRPO group: samples of one task)."""
         started = time.perf_counter()
         batch = [t for group in groups for t in group]
-        advantages = [a for group in groups for a in grpo_advantages([t.reward for t in group])]
+        base = self.config.baseline
+        advantages = [a for group in groups for a in group_advantages(group, base)]
         self.policy.train(True)
-        loss, stats = grpo_loss(
-            self.policy,
-            [t.prompt for t in batch],
-            [t.completion for t in batch],
-            [t.logprobs for t in batch],
-            advantages,
-            self.correction,
-            self.config.loss,
-            self.reference,
-        )
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call]
+        total = float(max(1, sum(len(t.completion) for t in batch)))
+        parts: list[LossStats] = []
+        lengths = [len(t.prompt) + len(t.completion) for t in batch]
+        for chunk in micro_batches(lengths, self.config.micro_batch_tokens):
+            loss, part = grpo_loss(
+                self.policy,
+                [batch[i].prompt for i in chunk],
+                [batch[i].completion for i in chunk],
+                [batch[i].logprobs for i in chunk],
+                [advantages[i] for i in chunk],
+                self.correction,
+                self.config.loss,
+                self.reference,
+                normaliser=total,
+            )
+            loss.backward()  # type: ignore[no-untyped-call]  # gradients add up over chunks
+            parts.append(part)
+        stats = combine_stats(parts)
         grad_norm = torch.nn.utils.clip_grad_norm_(
             list(self.policy.parameters()), self.config.max_grad_norm
         )

@@ -167,6 +167,9 @@ class LearnerSection(_Section):
     lr: float = 2e-4
     warmup_steps: int = 0  # the learning rate rises linearly to `lr` over the first steps
     correction: Literal["decoupled", "truncated_is"] = "decoupled"
+    #: GRPO's baseline with per-turn credit: "turn" compares each model turn with the same
+    #: turn of the group's other episodes; "group" with every sample of the group.
+    baseline: Literal["turn", "group"] = "group"
     #: KL penalty to the SFT weights (k3 estimator): a task whose group degenerates until every
     #: rollout fails gives no advantage to pull it back; the anchor does (docs/training.md).
     kl_coef: float = 0.1

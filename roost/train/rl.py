@@ -193,6 +193,7 @@ class RLPhase:
             lr=cfg.learner.lr,
             warmup_steps=cfg.learner.warmup_steps,
             correction=cfg.learner.correction,
+            baseline=cfg.learner.baseline,
             loss=LossConfig(
                 kl_coef=cfg.learner.kl_coef,
                 temperature=cfg.model.temperature,

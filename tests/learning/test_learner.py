@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from actors._grpo import LossConfig, micro_batches
 from actors._learner_core import LearnerConfig, LearnerCore, Trajectory, load_checkpoint
+from actors.learner import Learner
 from policies.neural import generate
+from policies.staleness import StalenessBook
 from policies.transformer import TransformerPolicy
 from tests.learning._tiny import tiny_policy
 
@@ -89,6 +92,20 @@ def test_resume_gives_a_bit_identical_next_step(tmp_path: Path) -> None:
     assert all(torch.equal(expected[k], got[k]) for k in expected)
 
 
+def test_a_resumed_learner_reopens_admission_for_k_plus_one_batches(tmp_path: Path) -> None:
+    # Before, the book of a resumed run counted no earlier rollout: at version v it admitted
+    # v + k + 1 batches at once, and the learner then stalled on them past the bound.
+    config = LearnerConfig(batch_size=4, k=2)
+    core = LearnerCore(tiny_policy(seed=3), config)
+    core.update(_groups(tiny_policy(seed=9), 0, groups=1, size=4))
+    core.update(_groups(tiny_policy(seed=9), 1, groups=1, size=4))
+    book = StalenessBook(2, 4)
+    Learner(tiny_policy(seed=3), config, book=book, resume=load_checkpoint(core.save(tmp_path)))
+    assert book.version == 2
+    assert book.admits(11)
+    assert not book.admits(12)
+
+
 def test_the_learning_rate_warms_up_linearly_by_version() -> None:
     core = LearnerCore(tiny_policy(), LearnerConfig(batch_size=8, lr=1e-3, warmup_steps=4))
     assert [core.lr_at(v) for v in range(6)] == pytest.approx(
@@ -122,3 +139,43 @@ def test_malformed_trajectories_are_refused() -> None:
         )
     with pytest.raises(ValueError, match="empty prompt"):
         Trajectory(rollout_id="r", prompt=[], completion=[], logprobs=[], versions=[], reward=0)
+
+
+def test_micro_batches_sort_by_length_and_keep_to_the_token_budget() -> None:
+    lengths = [90, 10, 300, 12, 95, 11, 400]
+    groups = micro_batches(lengths, max_tokens=300)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))  # each once
+    for g in groups:
+        assert len(g) == 1 or len(g) * max(lengths[i] for i in g) <= 300
+    assert groups[0] == [1, 5, 3]  # the short first attempts together, not padded to 400
+    assert [6] in groups  # longer than the budget: alone
+
+
+def test_a_step_in_micro_batches_is_the_step_on_the_whole_batch() -> None:
+    # Mixed lengths (long revision prompts beside short first attempts), a KL anchor and
+    # stale tokens: one pass and many micro-batches must give the same gradient (compared
+    # as gradients: Adam's first step is nearly sign(g) and would hide a wrong scale).
+    def step(max_tokens: int) -> dict[str, torch.Tensor]:
+        policy = tiny_policy(seed=3)
+        config = LearnerConfig(
+            batch_size=4,
+            max_grad_norm=1e9,
+            micro_batch_tokens=max_tokens,
+            loss=LossConfig(kl_coef=0.1),
+        )
+        core = LearnerCore(policy, config, reference=tiny_policy(seed=3))
+        groups = _groups(tiny_policy(seed=9), 0, groups=2, size=4)
+        long_prompt = PROMPT * 6
+        groups[1] = [
+            Trajectory(t.rollout_id, long_prompt, t.completion, t.logprobs, t.versions, t.reward)
+            for t in groups[1]
+        ]
+        stats = core.update(groups)
+        assert stats.samples == 8
+        return {n: p.grad.clone() for n, p in policy.model.named_parameters() if p.grad is not None}
+
+    whole, pieces = step(1 << 20), step(1)  # 1: every sample on its own
+    assert whole
+    assert whole.keys() == pieces.keys()
+    for name, value in whole.items():
+        assert torch.allclose(value, pieces[name], rtol=1e-4, atol=1e-7), name

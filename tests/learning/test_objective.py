@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from actors._grpo import LossConfig, grpo_advantages, grpo_loss
+from actors._learner_core import Trajectory, group_advantages, turn_of
 from policies.staleness import DecoupledPPO, TruncatedIS, make_correction
 from policies.transformer import TransformerPolicy
 from tests.learning._tiny import tiny_policy
@@ -201,3 +202,33 @@ def test_a_stale_token_the_policy_has_pushed_down_does_not_swamp_the_kl_gradient
     per_token = grad * cur.numel()  # the loss is a mean over tokens
     assert per_token.abs().max() == pytest.approx(1 - math.exp(-10), rel=1e-4)
     assert stats.kl_reference < 1.0
+
+
+def _sample(rollout_id: str, reward: float) -> Trajectory:
+    return Trajectory(rollout_id, [1], [2], [-0.5], [0], reward)
+
+
+def test_a_turn_baseline_compares_each_turn_with_the_same_turn_only() -> None:
+    # Four first attempts (two pass); the two that failed were revised, one successfully.
+    group = [
+        _sample("g/0#0", 1.0),
+        _sample("g/1#0", 0.0),
+        _sample("g/1#1", 0.9),
+        _sample("g/2#0", 1.0),
+        _sample("g/3#0", 0.0),
+        _sample("g/3#1", 0.0),
+    ]
+    assert [turn_of(t.rollout_id) for t in group] == [0, 0, 1, 0, 0, 1]
+    assert turn_of("episode-without-turns") == 0
+    per_turn = group_advantages(group, "turn")
+    assert per_turn == pytest.approx([1, -1, 1, 1, -1, -1], abs=1e-5)
+    # The group's mean is lower than the first attempts' own: they all gain, whatever they did.
+    whole = group_advantages(group, "group")
+    assert whole == pytest.approx(grpo_advantages([t.reward for t in group]))
+    first = [a for t, a in zip(group, whole, strict=True) if turn_of(t.rollout_id) == 0]
+    assert sum(first) > 0.1
+    assert sum(a for t, a in zip(group, per_turn, strict=True) if t.rollout_id.endswith("#0")) == (
+        pytest.approx(0, abs=1e-6)
+    )
+    # A revision with no other sample of its turn has nothing to be compared with.
+    assert group_advantages([*group[:2], _sample("g/1#2", 0.8)], "turn")[2] == 0.0
