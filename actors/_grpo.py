@@ -112,11 +112,14 @@ def grpo_loss(
     reference: NeuralPolicy | None = None,
     *,
     normaliser: float | None = None,
+    relabelled: Sequence[bool] | None = None,
 ) -> tuple[torch.Tensor, LossStats]:
     """The loss to minimise for one batch (token-level mean over every completion token).
 
     `normaliser` replaces this batch's token count as the divisor: a micro-batch passes the
     whole batch's count, so that the gradients of its micro-batches add up to the batch's.
+    A sample marked in `relabelled` has no behaviour log-probabilities for its prompt: the
+    current ones stand in, so its importance weight is 1.
     """
     dev = policy.device
     # 1. current log-probabilities (with gradient) and the padding mask
@@ -125,6 +128,9 @@ def grpo_loss(
     behaviour = torch.tensor(
         [list(b) + [0.0] * (width - len(b)) for b in behaviour_logprobs], device=dev
     )
+    if relabelled is not None and any(relabelled):
+        rows = torch.tensor(list(relabelled), device=dev).unsqueeze(1)
+        behaviour = torch.where(rows, logp.detach(), behaviour)
     adv = torch.tensor(list(advantages), device=dev)
     adv = torch.where(adv < 0, adv * config.negative_weight, adv).unsqueeze(1).expand_as(logp)
 

@@ -57,6 +57,10 @@ class Trajectory(msgspec.Struct, frozen=True):
     logprobs: list[float]
     versions: list[int]
     reward: float
+    #: The completion was sampled for another prompt (a revision that passed, set as the answer
+    #: to the first attempt's prompt): its behaviour log-probabilities under this prompt are
+    #: unknown, so it trains as if the current weights had sampled it (importance weight 1).
+    relabelled: bool = False
 
     def __post_init__(self) -> None:
         if not self.prompt:
@@ -215,6 +219,7 @@ class LearnerCore:
                 self.config.loss,
                 self.reference,
                 normaliser=total,
+                relabelled=[batch[i].relabelled for i in chunk],
             )
             loss.backward()  # type: ignore[no-untyped-call]  # gradients add up over chunks
             parts.append(part)

@@ -37,6 +37,7 @@ __all__ = [
     "RunCounts",
     "SyncCollector",
     "episode_reward",
+    "relabelled_sample",
     "turn_reward",
 ]
 
@@ -45,17 +46,38 @@ RATE_WINDOW = 256  # recent episodes behind the live pass rate and reward
 LEARNER_ASK_S = 1800.0  # a step (under its own deadline) and a publish
 
 
-def turn_reward(turn: EpisodeTurn, index: int) -> float:
+def turn_reward(turn: EpisodeTurn, index: int, partial: float = 0.5) -> float:
     """The reward of turn `index` (from 0) by its own verdict: 1 for a pass (less 0.1 per
-    turn before it), else half the share of tests passed."""
+    turn before it), else `partial` times the share of tests passed."""
     if turn.verdict.passed:
         return 1.0 - 0.1 * index
-    return 0.5 * turn.verdict.score
+    return partial * turn.verdict.score
 
 
-def episode_reward(turns: list[EpisodeTurn]) -> float:
+def episode_reward(turns: list[EpisodeTurn], partial: float = 0.5) -> float:
     """The reward of the episode's last turn (0 for an episode without turns)."""
-    return turn_reward(turns[-1], len(turns) - 1) if turns else 0.0
+    return turn_reward(turns[-1], len(turns) - 1, partial) if turns else 0.0
+
+
+def relabelled_sample(rollout_id: str, turns: list[EpisodeTurn]) -> Trajectory | None:
+    """A revision that passed, as the answer to the first attempt's prompt (`rollout#h`), or
+    None when the episode did not end in a revised pass.
+
+    The tests were run on that program, so it is a verified solution of the task as first
+    asked: it trains the first attempt toward it with the reward of a first-attempt pass.
+    """
+    if len(turns) < 2 or not turns[-1].verdict.passed or not turns[-1].sample.tokens:
+        return None
+    last = turns[-1].sample
+    return Trajectory(
+        rollout_id=f"{rollout_id}#h",
+        prompt=turns[0].prompt,
+        completion=last.tokens,
+        logprobs=last.logprobs,  # of the revision's prompt: not used (relabelled)
+        versions=last.versions,
+        reward=turn_reward(turns[-1], 0),
+        relabelled=True,
+    )
 
 
 class LearnerStepped(Message):
@@ -125,6 +147,8 @@ class Collector(Actor):
         skip_no_signal: bool = True,
         on_scored: Callable[[str, int, bool], None] | None = None,
         credit: Literal["turn", "episode"] = "turn",
+        partial_credit: float = 0.5,
+        hindsight: bool = False,
     ) -> None:
         self.store = store
         self.book = book
@@ -141,6 +165,8 @@ class Collector(Actor):
         self.skip_no_signal = skip_no_signal
         self.on_scored = on_scored  # (task id, level, passed): the curriculum's feed
         self.credit = credit
+        self.partial_credit = partial_credit
+        self.hindsight = hindsight
 
     async def on_start(self) -> None:
         metrics = self.system.metrics
@@ -165,7 +191,7 @@ class Collector(Actor):
             return
         task = self.task_of(msg.task_id)
         usable = msg.status == "completed" and bool(turns)
-        reward = episode_reward(turns) if usable else 0.0
+        reward = episode_reward(turns, self.partial_credit) if usable else 0.0
         record = TrajectoryRecord(
             rollout_id=msg.rollout_id,
             task_id=msg.task_id,
@@ -195,11 +221,16 @@ class Collector(Actor):
                     completion=t.sample.tokens,
                     logprobs=t.sample.logprobs,
                     versions=t.sample.versions,
-                    reward=turn_reward(t, i) if self.credit == "turn" else reward,
+                    reward=(
+                        turn_reward(t, i, self.partial_credit) if self.credit == "turn" else reward
+                    ),
                 )
                 for i, t in enumerate(turns)
                 if t.sample.tokens
             ]
+            extra = relabelled_sample(msg.rollout_id, turns) if self.hindsight else None
+            if extra is not None:
+                samples.append(extra)
         self._count(record)
         if usable and self.on_scored is not None:
             self.on_scored(task.id, task.level, record.passed)

@@ -102,9 +102,16 @@ class EpisodeConfig(_Section):
     #: that a revision later fixed is not rewarded as right. `episode`: every turn carries the
     #: episode's reward (a revision that passes credits the turns before it).
     credit: Literal["turn", "episode"] = "turn"
+    #: A failure's reward: this times its share of tests passed (0: every failure scores 0,
+    #: and a group whose attempts all fail teaches nothing).
+    partial_credit: float = 0.5
+    #: Also train each revision that passed as the answer to the first attempt's prompt (its
+    #: tests passed, so it is a verified solution of the task as first asked).
+    hindsight: bool = False
 
     def __post_init__(self) -> None:
         _positive("max_turns", self.max_turns)
+        _fraction("partial_credit", self.partial_credit)
         if self.group_size < 2:
             raise ValueError(f"group_size: GRPO needs at least 2, got {self.group_size}")
         _positive("deadline_s", self.deadline_s)

@@ -235,6 +235,8 @@ class RLPhase:
                 skip_no_signal=cfg.learner.skip_equal_reward_groups,
                 on_scored=self.levels.scored,
                 credit=cfg.episode.credit,
+                partial_credit=cfg.episode.partial_credit,
+                hindsight=cfg.episode.hindsight,
             ),
             name="collector",
             mailbox_size=65536,

@@ -232,3 +232,27 @@ def test_a_turn_baseline_compares_each_turn_with_the_same_turn_only() -> None:
     )
     # A revision with no other sample of its turn has nothing to be compared with.
     assert group_advantages([*group[:2], _sample("g/1#2", 0.8)], "turn")[2] == 0.0
+
+
+def test_a_relabelled_sample_trains_with_importance_weight_one() -> None:
+    # Its recorded log-probabilities belong to another prompt (here absurdly low): the
+    # current weights' stand in, so neither the weight nor the clip sees them.
+    policy = tiny_policy(seed=1)
+    prompts, completions = [[257, 120], [257, 121]], [[97, 98, 99], [97, 98]]
+    bogus = [[-30.0] * 3, [-30.0] * 2]
+    _, plain = grpo_loss(
+        policy, prompts, completions, bogus, [1.0, -1.0], DecoupledPPO(), LossConfig()
+    )
+    _, relabelled = grpo_loss(
+        policy,
+        prompts,
+        completions,
+        bogus,
+        [1.0, -1.0],
+        DecoupledPPO(),
+        LossConfig(),
+        relabelled=[True, True],
+    )
+    assert plain.is_weight_max == pytest.approx(5.0)  # capped: the bogus values counted
+    assert relabelled.is_weight_max == pytest.approx(1.0)
+    assert relabelled.is_weight_min == pytest.approx(1.0)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from policies.neural import Sample
 from policies.tokenizer import ByteTokenizer
 from roost.cli import cli
-from roost.train.collector import episode_reward, turn_reward
+from roost.train.collector import episode_reward, relabelled_sample, turn_reward
 from roost.train.config import ModelConfig, TasksConfig
 from roost.train.episode import EpisodeTurn, encode_prompt
 from roost.train.phases import load_weights, make_policy, save_weights
@@ -39,6 +39,29 @@ def test_turn_credit_judges_each_turn_by_its_own_verdict() -> None:
     # The last turn's reward is the episode's, whatever the credit.
     for turns in ([fixed], [wrong, fixed], [wrong, _turn(False, 0.0)]):
         assert turn_reward(turns[-1], len(turns) - 1) == episode_reward(turns)
+
+
+def test_without_partial_credit_every_failure_scores_zero() -> None:
+    wrong = _turn(False, 0.75)
+    assert turn_reward(wrong, 0, partial=0.0) == 0.0
+    assert episode_reward([wrong, _turn(True, 1.0)], partial=0.0) == 0.9
+    assert episode_reward([_turn(False, 0.5), wrong], partial=0.0) == 0.0
+
+
+def test_a_revision_that_passed_is_relabelled_as_the_first_prompts_answer() -> None:
+    verdict = Verdict(passed=True, score=1.0)
+    first = _turn(False, 0.0)
+    fixed = EpisodeTurn([1, 9, 9], Sample([5, 6], [-0.3, -0.2], [4, 5]), "y", verdict, 0.1, 0.1)
+    sample = relabelled_sample("g/0", [first, fixed])
+    assert sample is not None
+    assert sample.rollout_id == "g/0#h"
+    assert sample.prompt == first.prompt  # the task as first asked, not the revision prompt
+    assert sample.completion == [5, 6]
+    assert sample.versions == [4, 5]  # the staleness bound still sees the tokens' versions
+    assert sample.reward == 1.0
+    assert sample.relabelled
+    assert relabelled_sample("g/1", [fixed]) is None  # a first-attempt pass is trained as is
+    assert relabelled_sample("g/2", [first, _turn(False, 0.5)]) is None
 
 
 def test_revision_prompt_shows_the_attempt_and_the_failure_under_the_task() -> None:

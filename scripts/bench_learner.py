@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""The learner's optimizer step: one padded pass against length-sorted micro-batches.
+
+python scripts/bench_learner.py [--repeats N] [--seed S]
+
+Builds batches shaped like the default run's (32 episodes in 4 GRPO groups: first attempts
+at the task's prompt, and revision turns whose prompts carry the last attempt and the first
+failing test), then times `LearnerCore.update` on the same batches with the whole batch in
+one pass and in micro-batches of `LearnerConfig.micro_batch_tokens`, alternating the two so
+that both see the same machine load. Reports seconds per step and the ratio (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.table import Table
+
+from actors._grpo import LossConfig
+from actors._learner_core import LearnerConfig, LearnerCore, Trajectory
+from policies.transformer import TransformerConfig, TransformerPolicy
+from roost.train.task_source import revision_prompt
+from tasks import Verdict
+from tasks.procedural import ProceduralTasks
+
+WRONG = "    return (x * 3) + 4\n"
+
+
+def _batch(
+    rng: random.Random, tasks: ProceduralTasks, enc: Callable[..., list[int]]
+) -> list[list[Trajectory]]:
+    groups = []
+    for g in range(4):
+        task = tasks.task(rng.choice([1, 2, 3]), rng.randrange(10_000))
+        group = []
+        for m in range(8):
+            turns = rng.choice([1, 1, 2, 3])  # about 1.9 turns an episode, as in the runs
+            for turn in range(turns):
+                prompt = task.prompt
+                if turn:
+                    verdict = Verdict(
+                        passed=False,
+                        score=0.0,
+                        failure="agent",
+                        reason=f"test_0: f(4) == 16, got {rng.randint(-99, 99)}",
+                    )
+                    prompt = revision_prompt(task, WRONG * rng.randint(1, 4), verdict)
+                completion = enc(WRONG * 3, bos=False)[: rng.randint(15, 64)]
+                group.append(
+                    Trajectory(
+                        f"g{g}/{m}#{turn}",
+                        enc(prompt),
+                        completion,
+                        [-0.5] * len(completion),
+                        [0] * len(completion),
+                        rng.random(),
+                    )
+                )
+        groups.append(group)
+    return groups
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    model = TransformerConfig(d_model=192, n_layers=4, n_heads=4, max_len=512)  # the default
+    probe = TransformerPolicy(model, seed=0)
+    tasks = ProceduralTasks(seed=0, max_level=3)
+    batches = [_batch(rng, tasks, probe.tokenizer.encode) for _ in range(args.repeats)]
+    budget = LearnerConfig().micro_batch_tokens
+    arms = {"one padded pass": 1 << 30, f"micro-batches of {budget} tokens": budget}
+    cores = {
+        name: LearnerCore(
+            TransformerPolicy(model, seed=0),
+            LearnerConfig(micro_batch_tokens=tokens, loss=LossConfig(kl_coef=0.1)),
+            reference=TransformerPolicy(model, seed=0),
+        )
+        for name, tokens in arms.items()
+    }
+    for core in cores.values():  # warm-up: allocator, first Adam step
+        core.update(batches[0])
+    seconds: dict[str, list[float]] = {name: [] for name in arms}
+    for batch in batches:
+        for name, core in cores.items():
+            started = time.perf_counter()
+            core.update(batch)
+            seconds[name].append(time.perf_counter() - started)
+    samples = statistics.mean(sum(len(g) for g in b) for b in batches)
+    table = Table(title=f"learner step, {samples:.0f} samples a batch, {args.repeats} batches")
+    table.add_column("arm")
+    table.add_column("median s/step", justify="right")
+    for name, values in seconds.items():
+        table.add_row(name, f"{statistics.median(values):.2f}")
+    console = Console()
+    console.print(table)
+    one, micro = (statistics.median(v) for v in seconds.values())
+    console.print(f"speed-up of micro-batches: {one / micro:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
