@@ -83,6 +83,9 @@ def episode_of(sample_id: str) -> str:
     return head if sep else sample_id
 
 
+BASELINES = ("group", "turn")
+
+
 def turn_of(sample_id: str) -> int:
     """The model turn a sample is (0 for the first attempt, or a sample without `#`)."""
     _, sep, turn = sample_id.rpartition("#")
@@ -99,6 +102,8 @@ def group_advantages(group: Sequence[Trajectory], baseline: str) -> list[float]:
     per episode) are compared only with each other, as in single-turn GRPO; a revision turn
     alone in its group has no baseline and gets 0.
     """
+    if baseline not in BASELINES:
+        raise ValueError(f"unknown baseline {baseline!r}; choose one of {', '.join(BASELINES)}")
     rewards = [t.reward for t in group]
     if baseline == "group":
         return grpo_advantages(rewards)
@@ -181,6 +186,12 @@ class LearnerCore:
         reference: NeuralPolicy | None = None,
         resume: Checkpoint | None = None,
     ) -> None:
+        if config.baseline not in BASELINES:
+            raise ValueError(
+                f"unknown baseline {config.baseline!r}; choose one of {', '.join(BASELINES)}"
+            )
+        if config.micro_batch_tokens < 1:
+            raise ValueError(f"micro_batch_tokens must be >= 1, got {config.micro_batch_tokens}")
         self.policy = policy
         self.config = config
         self.reference = reference

@@ -179,3 +179,10 @@ def test_a_step_in_micro_batches_is_the_step_on_the_whole_batch() -> None:
     assert whole.keys() == pieces.keys()
     for name, value in whole.items():
         assert torch.allclose(value, pieces[name], rtol=1e-4, atol=1e-7), name
+
+
+def test_a_learner_refuses_an_unknown_baseline_or_an_empty_micro_batch() -> None:
+    with pytest.raises(ValueError, match="unknown baseline 'turns'; choose one of group, turn"):
+        LearnerCore(tiny_policy(seed=0), LearnerConfig(baseline="turns"))
+    with pytest.raises(ValueError, match="micro_batch_tokens must be >= 1, got 0"):
+        LearnerCore(tiny_policy(seed=0), LearnerConfig(micro_batch_tokens=0))
