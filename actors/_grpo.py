@@ -141,8 +141,9 @@ def grpo_loss(
 
     # 3. the clipped, importance-weighted surrogate, averaged over real tokens
     sur = correction.surrogate(logp, behaviour, proximal, adv)
-    tokens = mask.sum().clamp(min=1.0)
-    if normaliser is not None:
+    if normaliser is None:
+        tokens = mask.sum().clamp(min=1.0)
+    else:
         tokens = torch.tensor(float(normaliser), device=dev)
     pg_loss = -(sur.objective * mask).sum() / tokens
 

@@ -86,6 +86,11 @@ def episode_of(sample_id: str) -> str:
 BASELINES = ("group", "turn")
 
 
+def _check_baseline(name: str) -> None:
+    if name not in BASELINES:
+        raise ValueError(f"unknown baseline {name!r}; choose one of {', '.join(BASELINES)}")
+
+
 def turn_of(sample_id: str) -> int:
     """The model turn a sample is (0 for the first attempt, or a sample without `#`)."""
     _, sep, turn = sample_id.rpartition("#")
@@ -102,8 +107,7 @@ def group_advantages(group: Sequence[Trajectory], baseline: str) -> list[float]:
     per episode) are compared only with each other, as in single-turn GRPO; a revision turn
     alone in its group has no baseline and gets 0.
     """
-    if baseline not in BASELINES:
-        raise ValueError(f"unknown baseline {baseline!r}; choose one of {', '.join(BASELINES)}")
+    _check_baseline(baseline)
     rewards = [t.reward for t in group]
     if baseline == "group":
         return grpo_advantages(rewards)
@@ -186,10 +190,7 @@ class LearnerCore:
         reference: NeuralPolicy | None = None,
         resume: Checkpoint | None = None,
     ) -> None:
-        if config.baseline not in BASELINES:
-            raise ValueError(
-                f"unknown baseline {config.baseline!r}; choose one of {', '.join(BASELINES)}"
-            )
+        _check_baseline(config.baseline)
         if config.micro_batch_tokens < 1:
             raise ValueError(f"micro_batch_tokens must be >= 1, got {config.micro_batch_tokens}")
         self.policy = policy

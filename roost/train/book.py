@@ -6,8 +6,8 @@ that from happening: the learner steps only once it holds B episodes (its batch 
 episodes, as admission does), and every held episode counts as started until the collector
 settles it, so started >= (u + 1) * B and the gate is shut. The discrete-event model in
 tests/learning/test_staleness.py checks this with multi-turn episodes and groups without
-signal. It was not so while the batch counted samples (model turns): the learner could then
-step on B samples from fewer than B episodes with the gate open.
+signal. This book was written while the batch counted samples (model turns), when the
+learner could step on B samples from fewer than B episodes with the gate open.
 
 This book keeps a second, independent closing at k = 0: from the moment the learner may
 step until it has published (the learner sets `version` once the generator acknowledged, or

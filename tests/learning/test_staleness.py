@@ -106,6 +106,18 @@ def _simulate(
     return staleness, dropped_total, learner_version, sum(episodes_in(g) for g in buffer)
 
 
+def _draw_durations(data: st.DataObject, count: int) -> list[float]:
+    """Episode durations, mostly short, some very long: the heavy tail makes stragglers."""
+    return data.draw(
+        st.lists(
+            st.one_of(st.floats(0.0, 2.0), st.floats(20.0, 200.0)),
+            min_size=count,
+            max_size=count,
+        ),
+        label="durations",
+    )
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     k=st.integers(0, 4),
@@ -118,15 +130,7 @@ def test_no_sample_is_ever_trained_past_k(
     k: int, group_size: int, groups_per_step: int, step_time: float, data: st.DataObject
 ) -> None:
     count = group_size * groups_per_step * data.draw(st.integers(2, 5))
-    durations = data.draw(
-        # mostly short, some very long: the heavy tail is what makes stragglers
-        st.lists(
-            st.one_of(st.floats(0.0, 2.0), st.floats(20.0, 200.0)),
-            min_size=count,
-            max_size=count,
-        ),
-        label="durations",
-    )
+    durations = _draw_durations(data, count)
     staleness, dropped, _, left = _simulate(k, group_size, groups_per_step, durations, step_time)
     assert max(staleness, default=0) <= k
     assert dropped == 0
@@ -146,19 +150,11 @@ def test_no_sample_is_ever_trained_past_k(
 def test_multi_turn_episodes_keep_the_bound_with_the_plain_book(
     k: int, group_size: int, groups_per_step: int, step_time: float, data: st.DataObject
 ) -> None:
-    # Episodes of one to three model turns, some groups without signal: since the learner
-    # counts episodes, as admission does, a held batch counts as started, so even at k = 0
-    # nothing starts while the learner steps. (When it counted model turns it could step
-    # on B samples from fewer than B episodes with the gate still open: k = 0 broke.)
+    # Episodes of one to three model turns, some groups without signal: the learner counts
+    # episodes, as admission does, so a held batch counts as started, and even at k = 0 the
+    # plain book (no TrainBook) keeps every trained sample within the bound.
     count = group_size * groups_per_step * data.draw(st.integers(2, 5))
-    durations = data.draw(
-        st.lists(
-            st.one_of(st.floats(0.0, 2.0), st.floats(20.0, 200.0)),
-            min_size=count,
-            max_size=count,
-        ),
-        label="durations",
-    )
+    durations = _draw_durations(data, count)
     turns = data.draw(st.lists(st.integers(1, 3), min_size=count, max_size=count), label="turns")
     no_signal = frozenset(
         data.draw(st.sets(st.integers(0, count // group_size - 1), max_size=2), label="no_signal")
