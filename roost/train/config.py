@@ -158,7 +158,7 @@ class SFTSection(_Section):
 
 
 class RLSection(_Section):
-    time_budget_s: float = 540.0  # the default run stays within 15 min with SFT and evaluation
+    time_budget_s: float = 480.0  # the default run stays within 15 min with SFT and evaluation
     max_versions: int = 0  # stop after this many learner versions (0: time only)
     drain_timeout_s: float = 60.0
 
