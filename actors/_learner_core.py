@@ -149,6 +149,10 @@ class LearnerConfig:
     # Padded tokens per forward pass: the batch is cut into micro-batches of similar length
     # (the same gradient, far less padding; docs/benchmarks.md).
     micro_batch_tokens: int = 4096
+    # Decay of an exponential moving average of the weights, updated after every step (0: none).
+    # The iterates of a short RL phase swing by several held-out points from one version to
+    # the next; their average is steadier and is what the caller evaluates (docs/learning.md).
+    average_decay: float = 0.0
     step_timeout_s: float = 600.0
     publish_timeout_s: float = 120.0
     seed: int = 0
@@ -176,6 +180,7 @@ class Checkpoint:
     consumed: list[str]
     curriculum: bytes
     cuda_rng: list[torch.Tensor] = dataclasses.field(default_factory=list)
+    average: dict[str, torch.Tensor] | None = None  # the weights' moving average, if kept
     path: Path | None = None
 
 
@@ -193,6 +198,8 @@ class LearnerCore:
         _check_baseline(config.baseline)
         if config.micro_batch_tokens < 1:
             raise ValueError(f"micro_batch_tokens must be >= 1, got {config.micro_batch_tokens}")
+        if not 0.0 <= config.average_decay < 1.0:
+            raise ValueError(f"average_decay must be in [0, 1), got {config.average_decay}")
         self.policy = policy
         self.config = config
         self.reference = reference
@@ -206,8 +213,11 @@ class LearnerCore:
         self.consumed: set[str] = set()
         self.version = policy.version
         self.curriculum = b""
+        self.average: dict[str, torch.Tensor] | None = None
         if resume is not None:
             self.restore(resume)
+        if config.average_decay > 0 and self.average is None:
+            self.average = policy.state_dict()  # starts at the weights RL starts from
 
     def update(self, groups: Sequence[Sequence[Trajectory]]) -> StepStats:
         """One optimizer step on `groups` (each a GRPO group: samples of one task)."""
@@ -242,6 +252,8 @@ class LearnerCore:
         for group in self.optimizer.param_groups:
             group["lr"] = self.lr_at(self.version)
         self.optimizer.step()
+        if self.average is not None:
+            self._update_average()
         self.version += 1
         # The model object outlives a learner restart: it must carry its own version.
         self.policy.version = self.version
@@ -254,6 +266,17 @@ class LearnerCore:
             seconds=time.perf_counter() - started,
             loss=stats,
         )
+
+    @torch.no_grad()
+    def _update_average(self) -> None:
+        assert self.average is not None
+        keep = self.config.average_decay
+        for name, value in self.policy.state_dict().items():
+            mean = self.average[name]
+            if mean.is_floating_point():
+                mean.mul_(keep).add_(value.to(mean.device, mean.dtype), alpha=1.0 - keep)
+            else:  # integer buffers (none in the default model) follow the weights
+                mean.copy_(value)
 
     def lr_at(self, version: int) -> float:
         """The learning rate of the step that makes `version + 1` (it counts across resumes)."""
@@ -280,6 +303,7 @@ class LearnerCore:
             "python_rng": self.rng.getstate(),
             "consumed": sorted(self.consumed),
             "curriculum": self.curriculum,
+            "average": self.average,
         }
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".ckpt-", suffix=".tmp")
         try:
@@ -306,6 +330,9 @@ class LearnerCore:
         self.rng.setstate(ckpt.python_rng)
         self.consumed = set(ckpt.consumed)
         self.curriculum = ckpt.curriculum
+        # A checkpoint without an average (written with averaging off) restarts it here.
+        if self.config.average_decay > 0 and ckpt.average is not None:
+            self.average = {k: v.clone() for k, v in ckpt.average.items()}
 
 
 def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
@@ -332,5 +359,6 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
         consumed=list(data["consumed"]),
         curriculum=bytes(data["curriculum"]),
         cuda_rng=list(data.get("cuda_rng", [])),
+        average=data.get("average"),
         path=target,
     )

@@ -181,6 +181,10 @@ class LearnerSection(_Section):
     #: rollout fails gives no advantage to pull it back; the anchor does (docs/training.md).
     kl_coef: float = 0.1
     negative_weight: float = 1.0  # scale of negative advantages (1: plain GRPO)
+    #: After RL, held-out evaluation uses an exponential moving average of the learner's
+    #: weights with this decay (0: the last weights): single versions swing by several
+    #: points (docs/training.md, "The RL phase's length").
+    average_decay: float = 0.97
     checkpoint_every: int = 5
     keep_checkpoints: int = 2
     #: Skip GRPO groups whose rewards are all equal: their advantages are zero, so a step on
@@ -194,6 +198,8 @@ class LearnerSection(_Section):
         _non_negative("warmup_steps", self.warmup_steps)
         _fraction("negative_weight", self.negative_weight)
         _non_negative("kl_coef", self.kl_coef)
+        if not 0.0 <= self.average_decay < 1.0:
+            raise ValueError(f"average_decay: must be in [0, 1), got {self.average_decay}")
         _positive("checkpoint_every", self.checkpoint_every)
         _positive("keep_checkpoints", self.keep_checkpoints)
 

@@ -203,6 +203,7 @@ class RLPhase:
             checkpoint_every=cfg.learner.checkpoint_every,
             checkpoint_dir=str(self.checkpoint_dir),
             keep_checkpoints=cfg.learner.keep_checkpoints,
+            average_decay=cfg.learner.average_decay,
             seed=cfg.seed,
         )
 

@@ -446,7 +446,8 @@ def _latest_policy(config: TrainConfig, run: RunDir) -> TransformerPolicy | None
         return None
     ckpt = load_checkpoint(run.checkpoints)
     policy = make_policy(config.model, seed=config.seed)
-    policy.load_state_dict(ckpt.model, ckpt.version)
+    average = ckpt.average if config.learner.average_decay > 0 else None
+    policy.load_state_dict(average if average is not None else ckpt.model, ckpt.version)
     return policy
 
 

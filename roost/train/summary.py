@@ -64,6 +64,12 @@ def summarize(
     return {
         "heldout_pass_rate_after_sft": evals.get("after_sft", {}).get("result"),
         "heldout_pass_rate_after_rl": evals.get("after_rl", {}).get("result"),
+        # Which weights "after RL" is: the learner's moving average, or its last step's.
+        "after_rl_weights": (
+            f"moving average, decay {config.learner.average_decay}"
+            if config.learner.average_decay > 0
+            else "last"
+        ),
         "heldout_pass_rate_sft_only_control": (
             evals.get("sft_only_control", {}).get("result") if config.control else None
         ),

@@ -186,3 +186,34 @@ def test_a_learner_refuses_an_unknown_baseline_or_an_empty_micro_batch() -> None
         LearnerCore(tiny_policy(seed=0), LearnerConfig(baseline="turns"))
     with pytest.raises(ValueError, match="micro_batch_tokens must be >= 1, got 0"):
         LearnerCore(tiny_policy(seed=0), LearnerConfig(micro_batch_tokens=0))
+
+
+def test_the_weight_average_follows_each_step_and_survives_a_resume(tmp_path: Path) -> None:
+    config = LearnerConfig(batch_size=16, lr=3e-3, average_decay=0.75, keep_checkpoints=5)
+    policy = tiny_policy(seed=3)
+    start = policy.state_dict()
+    core = LearnerCore(policy, config)
+    batches = [_groups(tiny_policy(seed=9), step, groups=2) for step in range(3)]
+    core.update(batches[0])
+    after_one = policy.state_dict()
+    assert core.average is not None
+    for name, mean in core.average.items():
+        torch.testing.assert_close(mean, 0.75 * start[name] + 0.25 * after_one[name])
+    assert any(not torch.equal(core.average[k], after_one[k]) for k in after_one)
+
+    ckpt = load_checkpoint(core.save(tmp_path))
+    assert ckpt.average is not None
+    core.update(batches[1])
+    resumed = LearnerCore(tiny_policy(seed=42), config, resume=ckpt)
+    resumed.update(batches[1])
+    assert resumed.average is not None
+    assert all(torch.equal(core.average[k], resumed.average[k]) for k in core.average)
+
+
+def test_without_averaging_no_average_is_kept_or_saved(tmp_path: Path) -> None:
+    core = LearnerCore(tiny_policy(seed=3), LearnerConfig(batch_size=16))
+    core.update(_groups(tiny_policy(seed=9), 0, groups=2))
+    assert core.average is None
+    assert load_checkpoint(core.save(tmp_path)).average is None
+    with pytest.raises(ValueError, match="average_decay"):
+        LearnerCore(tiny_policy(seed=0), LearnerConfig(average_decay=1.0))

@@ -8,11 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
+from actors.learner import load_checkpoint
 from roost.train.config import TrainConfig
 from roost.train.records import EvalRecord, StepRecord, TrajectoryRecord
 from roost.train.report import PLOTS, build_report
-from roost.train.run import train
+from roost.train.run import _latest_policy, train
 from roost.train.rundir import RunDir
 from roost.train.summary import load_run_records
 
@@ -89,6 +91,15 @@ async def test_tiny_run_writes_every_file_and_the_counts_add_up(
     versions = [r.version for r in records if isinstance(r, StepRecord)]
     assert versions == list(range(1, on_disk["versions"] + 1))
     assert {r.stage for r in records if isinstance(r, EvalRecord)} == {"after_sft", "after_rl"}
+
+    # "After RL" is the learner's moving average of the weights, which the checkpoint keeps.
+    assert on_disk["after_rl_weights"] == "moving average, decay 0.97"
+    ckpt = load_checkpoint(run.checkpoints)
+    assert ckpt.average is not None
+    assert any(not torch.equal(ckpt.average[k], ckpt.model[k]) for k in ckpt.model)
+    evaluated = _latest_policy(tiny_config, run)
+    assert evaluated is not None
+    assert all(torch.equal(v, ckpt.average[k]) for k, v in evaluated.state_dict().items())
 
     lines = [json.loads(line) for line in run.metrics.read_text().splitlines()]
     assert any("actor.generator.mailbox_depth" in line for line in lines)
