@@ -27,6 +27,7 @@ from actors._grpo import (
     grpo_loss,
     micro_batches,
 )
+from actors._imitation import ImitationBuffer, imitation_loss
 from policies.neural import NeuralPolicy
 from policies.staleness import make_correction
 
@@ -153,6 +154,11 @@ class LearnerConfig:
     # The iterates of a short RL phase swing by several held-out points from one version to
     # the next; their average is steadier and is what the caller evaluates (docs/learning.md).
     average_decay: float = 0.0
+    # Self-imitation (actors/_imitation.py): the weight of a likelihood term on a draw of
+    # `imitation_batch` remembered positive-advantage samples per step (0: off).
+    imitation_coef: float = 0.0
+    imitation_capacity: int = 1024
+    imitation_batch: int = 32
     step_timeout_s: float = 600.0
     publish_timeout_s: float = 120.0
     seed: int = 0
@@ -181,6 +187,7 @@ class Checkpoint:
     curriculum: bytes
     cuda_rng: list[torch.Tensor] = dataclasses.field(default_factory=list)
     average: dict[str, torch.Tensor] | None = None  # the weights' moving average, if kept
+    imitation: list[Any] = dataclasses.field(default_factory=list)  # the replay buffer
     path: Path | None = None
 
 
@@ -200,6 +207,8 @@ class LearnerCore:
             raise ValueError(f"micro_batch_tokens must be >= 1, got {config.micro_batch_tokens}")
         if not 0.0 <= config.average_decay < 1.0:
             raise ValueError(f"average_decay must be in [0, 1), got {config.average_decay}")
+        if config.imitation_coef < 0:
+            raise ValueError(f"imitation_coef must be >= 0, got {config.imitation_coef}")
         self.policy = policy
         self.config = config
         self.reference = reference
@@ -214,6 +223,7 @@ class LearnerCore:
         self.version = policy.version
         self.curriculum = b""
         self.average: dict[str, torch.Tensor] | None = None
+        self.imitation = ImitationBuffer(config.imitation_capacity, self.rng)
         if resume is not None:
             self.restore(resume)
         if config.average_decay > 0 and self.average is None:
@@ -246,6 +256,8 @@ class LearnerCore:
             loss.backward()  # type: ignore[no-untyped-call]  # gradients add up over chunks
             parts.append(part)
         stats = combine_stats(parts)
+        if self.config.imitation_coef > 0:
+            self._imitate(batch, advantages)
         grad_norm = torch.nn.utils.clip_grad_norm_(
             list(self.policy.parameters()), self.config.max_grad_norm
         )
@@ -266,6 +278,22 @@ class LearnerCore:
             seconds=time.perf_counter() - started,
             loss=stats,
         )
+
+    def _imitate(self, batch: Sequence[Trajectory], advantages: Sequence[float]) -> None:
+        """Add the self-imitation term's gradient: a draw from the samples kept so far
+        (this batch's positive-advantage samples join first, so a success trains at once)."""
+        self.imitation.add([t.prompt for t in batch], [t.completion for t in batch], advantages)
+        kept = self.imitation.draw(self.config.imitation_batch)
+        total = float(sum(len(k.completion) for k in kept))
+        lengths = [len(k.prompt) + len(k.completion) for k in kept]
+        for chunk in micro_batches(lengths, self.config.micro_batch_tokens):
+            term = imitation_loss(
+                self.policy,
+                [kept[i] for i in chunk],
+                normaliser=total,
+                temperature=self.config.loss.temperature,
+            )
+            (self.config.imitation_coef * term).backward()  # type: ignore[no-untyped-call]
 
     @torch.no_grad()
     def _update_average(self) -> None:
@@ -304,6 +332,7 @@ class LearnerCore:
             "consumed": sorted(self.consumed),
             "curriculum": self.curriculum,
             "average": self.average,
+            "imitation": self.imitation.state(),
         }
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".ckpt-", suffix=".tmp")
         try:
@@ -333,6 +362,7 @@ class LearnerCore:
         # A checkpoint without an average (written with averaging off) restarts it here.
         if self.config.average_decay > 0 and ckpt.average is not None:
             self.average = {k: v.clone() for k, v in ckpt.average.items()}
+        self.imitation.restore(ckpt.imitation)
 
 
 def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
@@ -360,5 +390,6 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
         curriculum=bytes(data["curriculum"]),
         cuda_rng=list(data.get("cuda_rng", [])),
         average=data.get("average"),
+        imitation=list(data.get("imitation", [])),
         path=target,
     )

@@ -21,9 +21,15 @@ from typing import Literal
 
 from tasks._spec import Task, TestCase
 
-__all__ = ["MAX_LEVEL", "ProceduralTasks", "Split"]
+__all__ = ["MAX_LEVEL", "SOLUTION_STYLES", "ProceduralTasks", "SolutionStyle", "Split"]
 
 Split = Literal["train", "heldout"]
+#: How a chain level's canonical solution is written (the tests are the same either way):
+#: "expression", one nested expression (`return (x + 3) * 2`); "steps", one assignment per
+#: operation (`x = x + 3`, `x = x * 2`, `return x`), so that each level is the one below with
+#: one more line of the same form, where the expression must nest one level deeper.
+SolutionStyle = Literal["expression", "steps"]
+SOLUTION_STYLES: tuple[SolutionStyle, ...] = ("expression", "steps")
 MAX_LEVEL = 9
 CHAIN_LEVELS = 4  # levels 1..4: that many chained integer operations
 BRANCH_LEVEL = 7  # a conditional; levels 5, 6, 8 and 9 are list pipelines
@@ -115,6 +121,7 @@ class _Shape:
     edge: int | None = None  # a threshold: tests must probe both sides of it
     # The same function with one constant moved: the tests must tell each apart from `func`.
     variants: list[Callable[[object], object]] = dataclasses.field(default_factory=list)
+    steps: list[str] = dataclasses.field(default_factory=list)  # a chain's ops, one per line
 
 
 def _chain(ops: list[_Op]) -> Callable[[object], object]:
@@ -139,7 +146,8 @@ def _shape(level: int, rng: random.Random) -> _Shape:
         ops = [_int_op(rng) for _ in range(level)]
         words = ", then ".join(o.words for o in ops)
         variants = [_chain(bumped) for bumped in _bumps(ops)]
-        return _Shape("x", words, _render(ops, "x"), _chain(ops), False, None, variants)
+        steps = [op.code.format(e="x") for op in ops]
+        return _Shape("x", words, _render(ops, "x"), _chain(ops), False, None, variants, steps)
     if level == BRANCH_LEVEL:
         k = rng.randint(-3, 3)
         yes, no = _int_op(rng), _int_op(rng)
@@ -189,15 +197,28 @@ class ProceduralTasks:
     """An unbounded, seeded supply of code tasks at levels 1..`max_level`.
 
     :param heldout_percent: share of functions (by digest) reserved for evaluation.
+    :param solution_style: how chain levels' canonical solutions are written (`SolutionStyle`);
+        it changes neither the prompts, the tests, the ids nor the splits.
     """
 
     def __init__(
-        self, *, seed: int = 0, max_level: int = MAX_LEVEL, heldout_percent: int = 10
+        self,
+        *,
+        seed: int = 0,
+        max_level: int = MAX_LEVEL,
+        heldout_percent: int = 10,
+        solution_style: SolutionStyle = "expression",
     ) -> None:
         if not 1 <= max_level <= MAX_LEVEL:
             raise ValueError(f"max_level: must be in 1..{MAX_LEVEL}, got {max_level}")
         if not 0 <= heldout_percent < 100:
             raise ValueError(f"heldout_percent: must be in 0..99, got {heldout_percent}")
+        if solution_style not in SOLUTION_STYLES:
+            raise ValueError(
+                f"solution_style: must be one of {', '.join(SOLUTION_STYLES)}, "
+                f"got {solution_style!r}"
+            )
+        self.solution_style = solution_style
         self.seed, self.max_level, self.heldout_percent = seed, max_level, heldout_percent
 
     def task(self, level: int, index: int) -> Task:
@@ -223,7 +244,10 @@ class ProceduralTasks:
         examples, hidden = inputs[:2], inputs[2:]
         shown = ", ".join(f"f({v!r}) == {shape.func(v)!r}" for v in examples)
         prompt = f'def f({shape.arg}):\n    """{shape.words.capitalize()}. {shown}"""\n'
-        solution = f"    return {shape.body}\n"
+        if self.solution_style == "steps" and shape.steps:
+            solution = "".join(f"    x = {step}\n" for step in shape.steps) + "    return x\n"
+        else:
+            solution = f"    return {shape.body}\n"
         digest = hashlib.blake2b(f"{level}:{shape.body}".encode(), digest_size=8).hexdigest()
         return Task(
             id=f"gen-L{level}-{digest}-{index}",

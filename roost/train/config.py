@@ -58,6 +58,10 @@ class TasksConfig(_Section):
     #: Share of demonstrations shown as a revision turn (a wrong attempt and its failing test
     #: before the solution), so that the model learns to answer feedback (procedural only).
     revision_demos: float = 0.25
+    #: How the chain levels' demonstrations are written (procedural only; tests, prompts and
+    #: splits are the same either way): "expression" nests one expression
+    #: (`return (x + 3) * 2`), "steps" writes one line per operation (`x = x + 3`, ...).
+    solution_style: Literal["expression", "steps"] = "expression"
     seed: int = 0
     #: How RL draws the level of the next task (roost/train/levels.py). `signal`: in
     #: proportion to the chance that a group there has both passes and failures (a group that
@@ -185,6 +189,12 @@ class LearnerSection(_Section):
     #: weights with this decay (0: the last weights): single versions swing by several
     #: points (docs/training.md, "The RL phase's length").
     average_decay: float = 0.97
+    #: Self-imitation: the weight of a likelihood term on replayed samples that beat their
+    #: group's mean (0: off; docs/learning.md, "Self-imitation"). `imitation_capacity`
+    #: bounds the replay buffer; `imitation_batch` samples are drawn from it per step.
+    imitation_coef: float = 0.0
+    imitation_capacity: int = 1024
+    imitation_batch: int = 32
     checkpoint_every: int = 5
     keep_checkpoints: int = 2
     #: Skip GRPO groups whose rewards are all equal: their advantages are zero, so a step on
@@ -200,6 +210,9 @@ class LearnerSection(_Section):
         _non_negative("kl_coef", self.kl_coef)
         if not 0.0 <= self.average_decay < 1.0:
             raise ValueError(f"average_decay: must be in [0, 1), got {self.average_decay}")
+        _non_negative("imitation_coef", self.imitation_coef)
+        _positive("imitation_capacity", self.imitation_capacity)
+        _positive("imitation_batch", self.imitation_batch)
         _positive("checkpoint_every", self.checkpoint_every)
         _positive("keep_checkpoints", self.keep_checkpoints)
 

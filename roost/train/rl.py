@@ -204,6 +204,9 @@ class RLPhase:
             checkpoint_dir=str(self.checkpoint_dir),
             keep_checkpoints=cfg.learner.keep_checkpoints,
             average_decay=cfg.learner.average_decay,
+            imitation_coef=cfg.learner.imitation_coef,
+            imitation_capacity=cfg.learner.imitation_capacity,
+            imitation_batch=cfg.learner.imitation_batch,
             seed=cfg.seed,
         )
 

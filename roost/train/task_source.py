@@ -55,6 +55,7 @@ class TaskSource:
                 seed=config.seed,
                 max_level=max(self.levels),
                 heldout_percent=config.heldout_percent,
+                solution_style=config.solution_style,
             )
             for level in self.levels:
                 self._heldout[level] = self._procedural.take_by_function(

@@ -10,6 +10,7 @@ import pytest
 import tasks
 from tasks import MAX_LEVEL, ProceduralTasks, Task, canary_tasks, check_tasks, mutants
 from tasks.procedural import ProceduralTasks as Direct
+from tasks.procedural import SolutionStyle
 from tests.conftest import REAL
 from tests.tasks._pool import process_pool
 
@@ -91,14 +92,34 @@ def test_every_task_has_mutants() -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", [REAL])
-async def test_canonical_solutions_pass_and_mutants_fail_in_a_real_sandbox() -> None:
-    source = ProceduralTasks(seed=11)
+@pytest.mark.parametrize("style", ["expression", "steps"])
+async def test_canonical_solutions_pass_and_mutants_fail_in_a_real_sandbox(
+    style: SolutionStyle,
+) -> None:
+    source = ProceduralTasks(seed=11, solution_style=style)
     sample = [task for level in range(1, MAX_LEVEL + 1) for task in source.take(level, 2)]
     async with process_pool(2) as pool:
         report = (await check_tasks(sample, pool, workers=2, repeats=1)).to_json()
     assert report["canonical_passed"] == len(sample)
     assert not report["invalid"]
     assert report["mutant_kill_rate"] >= 0.9
+
+
+def test_the_steps_style_writes_one_line_per_operation_and_changes_nothing_else() -> None:
+    nested, steps = ProceduralTasks(seed=5), ProceduralTasks(seed=5, solution_style="steps")
+    for level in range(1, MAX_LEVEL + 1):
+        for a, b in zip(nested.take(level, 10), steps.take(level, 10), strict=True):
+            assert (a.id, a.prompt, a.tests) == (b.id, b.prompt, b.tests)
+            assert b.canonical_solution is not None
+            lines = b.canonical_solution.splitlines()
+            if level <= 4:  # a chain: `level` assignments, then the return
+                assert len(lines) == level + 1
+                assert all(line.startswith("    x = ") for line in lines[:-1])
+                assert lines[-1] == "    return x"
+            else:
+                assert b.canonical_solution == a.canonical_solution
+    with pytest.raises(ValueError, match="solution_style: must be one of expression, steps"):
+        ProceduralTasks(solution_style="lines")  # type: ignore[arg-type]
 
 
 def test_canaries_cover_different_levels_first() -> None:
