@@ -42,7 +42,7 @@ from roost.train.phases import SFTStopped, load_weights, make_policy, run_sft, s
 from roost.train.records import EvalRecord, ResumeRecord, TrajectoryRecord
 from roost.train.rl import SURVIVE_CRASHES, RLPhase
 from roost.train.rundir import RunDir
-from roost.train.summary import load_run_records, write_summary
+from roost.train.summary import average_label, load_run_records, write_summary
 from roost.train.task_source import TaskSource
 from roost.train.view import Dashboard
 from runtime import ActorRef, ActorSystem
@@ -270,7 +270,10 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
             # 4. held-out after RL
             final = await _off_loop(_latest_policy, config, run)
             if final is not None and progress.get("rl", {}).get("done"):
-                await evaluate("after_rl", final)
+                await evaluate("after_rl", final[0])
+                if "after_rl" in progress.get("evals", {}):
+                    progress["evals"]["after_rl"].setdefault("weights", final[1])
+                    run.write_progress(progress)
             # 5. the SFT-only control, for the RL phase's wall time
             if config.control and progress.get("rl", {}).get("done") and not hooks.stop.is_set():
                 await _control(config, run, progress, source, stop_flag, board, evaluate)
@@ -441,14 +444,19 @@ async def _close_earlier_segments(
         )
 
 
-def _latest_policy(config: TrainConfig, run: RunDir) -> TransformerPolicy | None:
+def _latest_policy(config: TrainConfig, run: RunDir) -> tuple[TransformerPolicy, str] | None:
+    """The weights "after RL" is scored on, and what they are: the learner's moving average
+    when the run keeps one and the checkpoint holds it, else the last step's weights."""
     if not any(run.checkpoints.glob("ckpt-*.pt")):
         return None
     ckpt = load_checkpoint(run.checkpoints)
     policy = make_policy(config.model, seed=config.seed)
-    average = ckpt.average if config.learner.average_decay > 0 else None
-    policy.load_state_dict(average if average is not None else ckpt.model, ckpt.version)
-    return policy
+    decay = config.learner.average_decay
+    if decay > 0 and ckpt.average is not None:
+        policy.load_state_dict(ckpt.average, ckpt.version)
+        return policy, average_label(decay)
+    policy.load_state_dict(ckpt.model, ckpt.version)
+    return policy, "last"
 
 
 async def _control(

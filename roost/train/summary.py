@@ -19,7 +19,12 @@ from roost.train.lineage import trace_lineage
 from roost.train.records import EvalRecord, RunRecord
 from roost.train.rundir import RunDir
 
-__all__ = ["load_run_records", "summarize", "write_summary"]
+__all__ = ["average_label", "load_run_records", "summarize", "write_summary"]
+
+
+def average_label(decay: float) -> str:
+    """How summary.json names the weights' moving average."""
+    return f"moving average, decay {decay}"
 
 
 def load_run_records(run: RunDir) -> tuple[list[Any], list[str]]:
@@ -64,9 +69,11 @@ def summarize(
     return {
         "heldout_pass_rate_after_sft": evals.get("after_sft", {}).get("result"),
         "heldout_pass_rate_after_rl": evals.get("after_rl", {}).get("result"),
-        # Which weights "after RL" is: the learner's moving average, or its last step's.
-        "after_rl_weights": (
-            f"moving average, decay {config.learner.average_decay}"
+        # Which weights "after RL" is: the learner's moving average, or its last step's (as
+        # recorded with the evaluation; a run from before that record, from the config).
+        "after_rl_weights": evals.get("after_rl", {}).get("weights")
+        or (
+            average_label(config.learner.average_decay)
             if config.learner.average_decay > 0
             else "last"
         ),

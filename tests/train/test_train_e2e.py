@@ -99,7 +99,18 @@ async def test_tiny_run_writes_every_file_and_the_counts_add_up(
     assert any(not torch.equal(ckpt.average[k], ckpt.model[k]) for k in ckpt.model)
     evaluated = _latest_policy(tiny_config, run)
     assert evaluated is not None
-    assert all(torch.equal(v, ckpt.average[k]) for k, v in evaluated.state_dict().items())
+    assert evaluated[1] == "moving average, decay 0.97"
+    assert all(torch.equal(v, ckpt.average[k]) for k, v in evaluated[0].state_dict().items())
+    # A checkpoint without an average (written before the learner kept one) is scored on its
+    # last weights, and says so.
+    assert ckpt.path is not None
+    old = torch.load(ckpt.path, weights_only=False)
+    old.pop("average")
+    torch.save(old, run.checkpoints / "ckpt-99999999.pt")
+    fallback = _latest_policy(tiny_config, run)
+    assert fallback is not None
+    assert fallback[1] == "last"
+    assert all(torch.equal(v, ckpt.model[k]) for k, v in fallback[0].state_dict().items())
 
     lines = [json.loads(line) for line in run.metrics.read_text().splitlines()]
     assert any("actor.generator.mailbox_depth" in line for line in lines)
