@@ -172,6 +172,8 @@ class StepStats:
     grad_norm: float
     seconds: float
     loss: LossStats
+    imitation_loss: float = 0.0  # the self-imitation term (before its coefficient); 0 when off
+    imitation_kept: int = 0  # samples in the self-imitation buffer after the step
 
 
 @dataclasses.dataclass
@@ -256,8 +258,7 @@ class LearnerCore:
             loss.backward()  # type: ignore[no-untyped-call]  # gradients add up over chunks
             parts.append(part)
         stats = combine_stats(parts)
-        if self.config.imitation_coef > 0:
-            self._imitate(batch, advantages)
+        imitation = self._imitate(batch, advantages) if self.config.imitation_coef > 0 else 0.0
         grad_norm = torch.nn.utils.clip_grad_norm_(
             list(self.policy.parameters()), self.config.max_grad_norm
         )
@@ -277,15 +278,19 @@ class LearnerCore:
             grad_norm=float(grad_norm),
             seconds=time.perf_counter() - started,
             loss=stats,
+            imitation_loss=imitation,
+            imitation_kept=len(self.imitation),
         )
 
-    def _imitate(self, batch: Sequence[Trajectory], advantages: Sequence[float]) -> None:
+    def _imitate(self, batch: Sequence[Trajectory], advantages: Sequence[float]) -> float:
         """Add the self-imitation term's gradient: a draw from the samples kept so far
-        (this batch's positive-advantage samples join first, so a success trains at once)."""
+        (this batch's positive-advantage samples join first, so a success trains at once).
+        Returns the term's value before its coefficient."""
         self.imitation.add([t.prompt for t in batch], [t.completion for t in batch], advantages)
         kept = self.imitation.draw(self.config.imitation_batch)
         total = float(sum(len(k.completion) for k in kept))
         lengths = [len(k.prompt) + len(k.completion) for k in kept]
+        value = 0.0
         for chunk in micro_batches(lengths, self.config.micro_batch_tokens):
             term = imitation_loss(
                 self.policy,
@@ -294,6 +299,8 @@ class LearnerCore:
                 temperature=self.config.loss.temperature,
             )
             (self.config.imitation_coef * term).backward()  # type: ignore[no-untyped-call]
+            value += float(term.detach())
+        return value
 
     @torch.no_grad()
     def _update_average(self) -> None:

@@ -127,6 +127,8 @@ class Learner(Actor):
         for name in ("loss", "clip_fraction", "kl_behaviour", "kl_reference", "is_weight_max"):
             m.gauge(f"learner.{name}", self._reader(name))
         m.gauge("learner.version", lambda: float(self.core.version))
+        m.gauge("learner.imitation_loss", lambda: self._last.imitation_loss if self._last else 0.0)
+        m.gauge("learner.imitation_kept", lambda: self._last.imitation_kept if self._last else 0.0)
         m.gauge("learner.idle_fraction", lambda: self._idle_fraction())
 
     def _reader(self, name: str) -> Callable[[], float]:

@@ -67,8 +67,10 @@ def test_a_group_success_joins_the_buffer_and_the_buffer_survives_a_resume(
     config = LearnerConfig(batch_size=4, lr=1e-2, imitation_coef=1.0, imitation_batch=2)
     core = LearnerCore(tiny_policy(seed=3), config)
     group = [_sample("a", SUCCESS, 1.0), *(_sample(f"b{i}", [120, 10], 0.0) for i in range(3))]
-    core.update([group])
+    stats = core.update([group])
     assert [k.completion for k in core.imitation.kept] == [tuple(SUCCESS)]
+    assert stats.imitation_kept == 1
+    assert stats.imitation_loss > 0  # a negative log-likelihood, weighted by a positive advantage
 
     ckpt = load_checkpoint(core.save(tmp_path))
     assert ckpt.imitation == core.imitation.state()
