@@ -18,7 +18,7 @@ import msgspec
 
 from roost.chaos.spec import ChaosSpec, ChaosSpecError, parse_chaos
 from runtime.config import ConfigError, load_config
-from tasks.procedural import MAX_LEVEL
+from tasks.procedural import MAX_LEVEL, SolutionStyle
 
 __all__ = ["ConfigError", "TrainConfig", "load_train_config"]
 
@@ -61,7 +61,7 @@ class TasksConfig(_Section):
     #: How the chain levels' demonstrations are written (procedural only; tests, prompts and
     #: splits are the same either way): "expression" nests one expression
     #: (`return (x + 3) * 2`), "steps" writes one line per operation (`x = x + 3`, ...).
-    solution_style: Literal["expression", "steps"] = "expression"
+    solution_style: SolutionStyle = "expression"
     seed: int = 0
     #: How RL draws the level of the next task (roost/train/levels.py). `signal`: in
     #: proportion to the chance that a group there has both passes and failures (a group that

@@ -168,7 +168,7 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
             lambda: Recorder(run.log), name="recorder", mailbox_size=65536, **SURVIVE_CRASHES
         )
 
-        async def evaluate(stage: str, weights: TransformerPolicy) -> None:
+        async def evaluate(stage: str, weights: TransformerPolicy, label: str = "") -> None:
             if stage in progress.get("evals", {}) or hooks.stop.is_set():
                 return
             board.phase = f"eval {stage}"
@@ -187,7 +187,8 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
                 concurrency=config.eval.concurrency,
                 seed=config.seed,
             )
-            progress.setdefault("evals", {})[stage] = {"result": result, **details}
+            record = {"result": result, **details} | ({"weights": label} if label else {})
+            progress.setdefault("evals", {})[stage] = record
             run.write_progress(progress)
             await recorder.tell(
                 EvalRecord(
@@ -270,10 +271,7 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
             # 4. held-out after RL
             final = await _off_loop(_latest_policy, config, run)
             if final is not None and progress.get("rl", {}).get("done"):
-                await evaluate("after_rl", final[0])
-                if "after_rl" in progress.get("evals", {}):
-                    progress["evals"]["after_rl"].setdefault("weights", final[1])
-                    run.write_progress(progress)
+                await evaluate("after_rl", *final)
             # 5. the SFT-only control, for the RL phase's wall time
             if config.control and progress.get("rl", {}).get("done") and not hooks.stop.is_set():
                 await _control(config, run, progress, source, stop_flag, board, evaluate)

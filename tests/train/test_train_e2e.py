@@ -94,6 +94,7 @@ async def test_tiny_run_writes_every_file_and_the_counts_add_up(
 
     # "After RL" is the learner's moving average of the weights, which the checkpoint keeps.
     assert on_disk["after_rl_weights"] == "moving average, decay 0.97"
+    assert run.read_progress()["evals"]["after_rl"]["weights"] == on_disk["after_rl_weights"]
     ckpt = load_checkpoint(run.checkpoints)
     assert ckpt.average is not None
     assert any(not torch.equal(ckpt.average[k], ckpt.model[k]) for k in ckpt.model)
