@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 import anyio
-from anyio.abc import ByteSendStream, Process
+import anyio.to_thread
 
 from sandboxes._base import BASE_PATH
 from sandboxes._bwrap import UNPRIVILEGED_UID, BwrapLayout, command_line, passwd_text
@@ -32,6 +32,7 @@ from sandboxes._errors import BackendUnavailableError, SandboxStartError
 from sandboxes._helper import HELPER_ARGV, Helper, HelperLostError
 from sandboxes._helper_sandbox import HelperSandbox
 from sandboxes._host_reaper import reap_host_leftovers
+from sandboxes._spawn import SpawnedProcess, run, spawn
 from sandboxes._spec import SandboxSpec
 
 HELPER_START_TIMEOUT_S = 30.0
@@ -52,7 +53,7 @@ class ProcessSandbox(HelperSandbox):
         self._mounted = False
         self._cgroup: SandboxCgroup | None = None
         self._layout: BwrapLayout | None = None
-        self._proc: Process | None = None
+        self._proc: SpawnedProcess | None = None
 
     @property
     def host_workdir(self) -> Path | None:
@@ -117,11 +118,11 @@ class ProcessSandbox(HelperSandbox):
 
     async def _mount_work(self, work: Path) -> None:
         opts = f"size={self._spec.disk},mode=0700,uid={UNPRIVILEGED_UID},gid={UNPRIVILEGED_UID}"
-        with anyio.fail_after(MOUNT_TIMEOUT_S):
-            done = await anyio.run_process(
-                ["mount", "-t", "tmpfs", "-o", f"{opts},nosuid,nodev", "roost-work", str(work)],
-                check=False,
-            )
+        argv = ["mount", "-t", "tmpfs", "-o", f"{opts},nosuid,nodev", "roost-work", str(work)]
+        try:
+            done = await run(argv, timeout=MOUNT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise SandboxStartError(f"mount did not finish in {MOUNT_TIMEOUT_S} s") from None
         if done.returncode != 0:
             raise SandboxStartError(f"cannot mount the work tmpfs: {done.stderr.decode().strip()}")
         self._mounted = True
@@ -144,13 +145,8 @@ class ProcessSandbox(HelperSandbox):
         log_path = self._root / "helper.log"
         try:
             with log_path.open("wb") as log_file:
-                proc = await anyio.open_process(
-                    cmd,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=log_file,
-                    env={"PATH": BASE_PATH},
-                    start_new_session=True,
+                proc = await spawn(
+                    cmd, stderr=log_file, env={"PATH": BASE_PATH}, start_new_session=True
                 )
         except OSError as exc:
             raise SandboxStartError(f"cannot start bubblewrap: {exc}") from exc
@@ -180,8 +176,7 @@ class ProcessSandbox(HelperSandbox):
             await proc.wait()
         if self._cgroup is not None:
             await self._cgroup.kill_all()
-        with contextlib.suppress(OSError):
-            await proc.aclose()
+        proc.close_pipes()
 
     async def _helper_exit_status(self) -> int | None:
         """Bubblewrap ends with its child's status: 128+N when the helper inside was killed by
@@ -215,8 +210,8 @@ class ProcessSandbox(HelperSandbox):
             return
         work = self._root / "work"
         if self._mounted:
-            with anyio.move_on_after(MOUNT_TIMEOUT_S):
-                await anyio.run_process(["umount", "-l", str(work)], check=False)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                await run(["umount", "-l", str(work)], timeout=MOUNT_TIMEOUT_S)
             self._mounted = False
         root, self._root = self._root, None
         await anyio.to_thread.run_sync(lambda: shutil.rmtree(root, ignore_errors=True))
@@ -255,20 +250,17 @@ def _reap_once(base_dir: Path) -> None:
 class _ProcessTransport:
     """The helper's stdin and stdout pipes."""
 
-    def __init__(self, proc: Process) -> None:
-        assert proc.stdin is not None
-        assert proc.stdout is not None
-        self._stdin: ByteSendStream = proc.stdin
-        self._stdout = proc.stdout
+    def __init__(self, proc: SpawnedProcess) -> None:
+        self._proc = proc
 
     async def send(self, data: bytes) -> None:
         try:
-            await self._stdin.send(data)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            await self._proc.send(data)
+        except (OSError, anyio.ClosedResourceError) as exc:
             raise OSError(f"helper stdin closed: {exc!r}") from None
 
     async def receive(self) -> bytes:
         try:
-            return await self._stdout.receive(65536)
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return await self._proc.receive(65536)
+        except (OSError, anyio.ClosedResourceError):
             return b""

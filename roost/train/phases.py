@@ -6,7 +6,9 @@ start, saving and loading weights. CPU-heavy calls are made from the loop throug
 from __future__ import annotations
 
 import io
+import os
 import pickle
+import platform
 import random
 import threading
 from collections.abc import Callable, Sequence
@@ -20,11 +22,31 @@ from policies.transformer import TransformerConfig, TransformerPolicy
 from roost.train.config import ModelConfig, SFTSection
 from roost.train.rundir import write_atomic
 
-__all__ = ["SFTStopped", "load_weights", "make_policy", "run_sft", "save_weights"]
+__all__ = [
+    "SFTStopped",
+    "describe_machine",
+    "load_weights",
+    "make_policy",
+    "run_sft",
+    "save_weights",
+]
 
 
 class SFTStopped(Exception):
     """The run was asked to stop during the warm start."""
+
+
+def describe_machine() -> dict[str, Any]:
+    """Where this segment ran (the policy takes CUDA when there is one): rates mean little
+    without it, and a resumed run may continue elsewhere."""
+    cuda = torch.cuda.is_available()
+    return {
+        "device": "cuda" if cuda else "cpu",
+        "device_name": torch.cuda.get_device_name(0) if cuda else platform.machine(),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
 
 
 def make_policy(config: ModelConfig, *, seed: int) -> TransformerPolicy:

@@ -38,7 +38,14 @@ from roost.train.collector import RunCounts
 from roost.train.config import TrainConfig, chaos_spec
 from roost.train.evaluation import evaluate_heldout
 from roost.train.lineage import trace_lineage
-from roost.train.phases import SFTStopped, load_weights, make_policy, run_sft, save_weights
+from roost.train.phases import (
+    SFTStopped,
+    describe_machine,
+    load_weights,
+    make_policy,
+    run_sft,
+    save_weights,
+)
 from roost.train.records import EvalRecord, ResumeRecord, TrajectoryRecord
 from roost.train.rl import SURVIVE_CRASHES, RLPhase
 from roost.train.rundir import RunDir
@@ -103,6 +110,7 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
         run.config.write_text(dump_config(config))
     progress = run.read_progress()
     progress["segment"] = int(progress.get("segment", -1)) + 1
+    progress.setdefault("machines", {})[str(progress["segment"])] = describe_machine()
     run.write_progress(progress)
     # Building task sets (thousands of procedural tasks) is CPU work: off the loop.
     source = await anyio.to_thread.run_sync(lambda: TaskSource(config.tasks, base_dir=run.root))

@@ -108,6 +108,7 @@ def summarize(
         "control": progress.get("control"),
         "wall_seconds": float(progress.get("wall_s", 0.0)),
         "segments": int(progress.get("segment", 0)) + 1,
+        "machines": progress.get("machines", {}),  # per segment: device, CPUs, torch
         "staleness_histogram": {str(k): v for k, v in sorted(staleness.items())},
         "failures_by_kind": dict(failures),
         "heldout_by_level": {stage: e.get("by_level") for stage, e in evals.items()},

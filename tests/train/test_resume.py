@@ -65,3 +65,4 @@ async def test_resume_continues_versions_and_keeps_every_record(
     assert second["requested"] == second["scored"] + second["failed"] + second["cancelled"]
     assert second["heldout_pass_rate_after_rl"] is not None
     assert second["segments"] == 2
+    assert set(second["machines"]) == {"0", "1"}  # each segment says where it ran
