@@ -116,7 +116,9 @@ def test_examples_default_is_the_embedded_default() -> None:
     assert load_train_config(examples / "default.toml") == TrainConfig()
 
 
-@pytest.mark.parametrize("name", ["docker", "sync", "humaneval", "rl-beyond-demos"])
+@pytest.mark.parametrize(
+    "name", ["docker", "sync", "humaneval", "rl-beyond-demos", "rl-beyond-demos-gpu"]
+)
 def test_every_example_loads(name: str) -> None:
     examples = Path(__file__).parents[2] / "examples"
     config = load_train_config(examples / f"{name}.toml")
