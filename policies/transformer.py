@@ -24,7 +24,27 @@ from policies.tokenizer import ByteTokenizer
 
 __all__ = ["TransformerConfig", "TransformerPolicy"]
 
-KVCache = list[tuple[torch.Tensor, torch.Tensor]]
+
+@dataclasses.dataclass
+class _LayerCache:
+    """One layer's rotated keys and values for a decoding batch, [B, H, capacity, D/H] each,
+    allocated once at the first write (in the dtype autocast gives them) and written in place:
+    growing them by concatenation copied the whole cache at every decoding step."""
+
+    capacity: int
+    k: torch.Tensor | None = None
+    v: torch.Tensor | None = None
+
+    def write(self, at: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store keys and values for positions `at`..; return every key and value so far."""
+        if self.k is None or self.v is None:
+            b, h, _, d = k.shape
+            self.k = k.new_zeros(b, h, self.capacity, d)
+            self.v = v.new_zeros(b, h, self.capacity, d)
+        end = at + k.shape[2]
+        self.k[:, :, at:end] = k
+        self.v[:, :, at:end] = v
+        return self.k[:, :, :end], self.v[:, :, :end]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,18 +94,19 @@ class _Block(nn.Module):
         x: torch.Tensor,
         mask: torch.Tensor,
         rotary: tuple[torch.Tensor, torch.Tensor],
-        past: tuple[torch.Tensor, torch.Tensor] | None,
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        cache: _LayerCache | None,
+        at: int,
+    ) -> torch.Tensor:
         b, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
         q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
         q, k = _rotate(q, *rotary), _rotate(k, *rotary)  # the cache holds rotated keys
-        if past is not None:
-            k = torch.cat([past[0], k], dim=2)
-            v = torch.cat([past[1], v], dim=2)
+        if cache is not None:
+            k, v = cache.write(at, k, v)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
-        return x + self.mlp(self.ln2(x)), (k, v)
+        out: torch.Tensor = x + self.mlp(self.ln2(x))
+        return out
 
 
 class _Decoder(nn.Module):
@@ -107,9 +128,11 @@ class _Decoder(nn.Module):
         tokens: torch.Tensor,
         positions: torch.Tensor,
         key_valid: torch.Tensor,
-        cache: KVCache | None = None,
-    ) -> tuple[torch.Tensor, KVCache]:
-        """Logits for `tokens` [B, T] after `cache`; `key_valid` [B, S+T] marks real keys."""
+        cache: list[_LayerCache] | None = None,
+        at: int = 0,
+    ) -> torch.Tensor:
+        """Logits for `tokens` [B, T] at cache positions `at`..`at + T` (`cache` then holds
+        their keys too); `key_valid` [B, at + T] marks real keys."""
         t = tokens.shape[1]
         s = key_valid.shape[1]
         # Causal over the batch's shared timeline; pads are never keys, except that every query
@@ -122,28 +145,34 @@ class _Decoder(nn.Module):
         angles = positions.unsqueeze(-1).float() * self.inv_freq  # [B, T, D/2]
         rotary = (angles.cos().unsqueeze(1), angles.sin().unsqueeze(1))
         x = self.tok(tokens)
-        new_cache: KVCache = []
         for i, block in enumerate(self.blocks):
-            x, kv = block(x, mask.unsqueeze(1), rotary, cache[i] if cache is not None else None)
-            new_cache.append(kv)
-        return self.head(self.ln(x)).float(), new_cache
+            x = block(x, mask.unsqueeze(1), rotary, cache[i] if cache is not None else None, at)
+        logits: torch.Tensor = self.head(self.ln(x)).float()
+        return logits
 
 
 @dataclasses.dataclass
 class _Decoding:
-    """A batch mid-decode (implements `policies.neural.Decoding`)."""
+    """A batch mid-decode (implements `policies.neural.Decoding`).
 
-    cache: KVCache
-    key_valid: torch.Tensor
-    next_pos: torch.Tensor
-    last: torch.Tensor
-    finished: torch.Tensor
-    out_tokens: list[list[int]]
-    out_logprobs: list[list[float]]
-    out_versions: list[list[int]]
+    Every per-step quantity stays on the device: the host reads the batch once per `advance`
+    call (on a GPU each read is a synchronisation), not once per token.
+    """
+
+    cache: list[_LayerCache]
+    key_valid: torch.Tensor  # [B, capacity]: which cache slots hold real keys
+    filled: int  # cache slots written so far
+    next_pos: torch.Tensor  # [B]: the position of the token fed next
+    last: torch.Tensor  # [B]: the token fed next (the last one sampled)
+    finished: torch.Tensor  # [B], bool
+    tokens: torch.Tensor  # [B, max_new_tokens]: the completions so far
+    logprobs: torch.Tensor  # [B, max_new_tokens]: the behaviour log-probability of each
+    made: torch.Tensor  # [B]: tokens made per sequence
+    versions: list[list[int]]  # host side: the weights' version of each token made
     max_new_tokens: int
     temperature: float
     generator: torch.Generator | None
+    rows: torch.Tensor  # [B]: 0..B-1, for indexing each row's next column
 
     @property
     def done(self) -> bool:
@@ -151,12 +180,14 @@ class _Decoding:
 
     @property
     def size(self) -> int:
-        return len(self.out_tokens)
+        return len(self.versions)
 
     def samples(self) -> list[Sample]:
+        counts = self.made.tolist()
+        tokens, logprobs = self.tokens.tolist(), self.logprobs.tolist()
         return [
-            Sample(list(t), list(lp), list(v))
-            for t, lp, v in zip(self.out_tokens, self.out_logprobs, self.out_versions, strict=True)
+            Sample(tokens[i][:n], logprobs[i][:n], list(self.versions[i]))
+            for i, n in enumerate(counts)
         ]
 
 
@@ -225,21 +256,28 @@ class TransformerPolicy:
         if seed is not None:
             generator = torch.Generator(device=dev)
             generator.manual_seed(seed)
-        with self._autocast():
-            logits, cache = self.model(tokens, positions, valid)
         n = len(prompts)
+        capacity = longest + max_new_tokens  # the prompt, then at most one key per new token
+        cache = [_LayerCache(capacity) for _ in range(self.config.n_layers)]
+        key_valid = torch.zeros(n, capacity, dtype=torch.bool, device=dev)
+        key_valid[:, :longest] = valid
+        with self._autocast():
+            logits = self.model(tokens, positions, valid, cache, 0)
         state = _Decoding(
             cache=cache,
-            key_valid=valid,
+            key_valid=key_valid,
+            filled=longest,
             next_pos=positions[:, -1] + 1,
             last=torch.zeros(n, dtype=torch.long, device=dev),
             finished=torch.zeros(n, dtype=torch.bool, device=dev),
-            out_tokens=[[] for _ in range(n)],
-            out_logprobs=[[] for _ in range(n)],
-            out_versions=[[] for _ in range(n)],
+            tokens=torch.full((n, max_new_tokens), pad, dtype=torch.long, device=dev),
+            logprobs=torch.zeros(n, max_new_tokens, device=dev),
+            made=torch.zeros(n, dtype=torch.long, device=dev),
+            versions=[[self._version] for _ in range(n)],  # the token sampled below
             max_new_tokens=max_new_tokens,
             temperature=temperature,
             generator=generator,
+            rows=torch.arange(n, device=dev),
         )
         self._sample(state, logits[:, -1])
         return state
@@ -251,24 +289,36 @@ class TransformerPolicy:
             raise TypeError(
                 f"not a decoding started by TransformerPolicy: {type(decoding).__name__}"
             )
-        made = 0
-        for _ in range(steps):
-            if state.done:
-                break
-            live = ~state.finished
-            state.key_valid = torch.cat([state.key_valid, live.unsqueeze(1)], dim=1)
+        if state.done:
+            return 0
+        # On a GPU a host read per step would stall the pipeline, so a batch that finishes
+        # mid-call runs out the call's steps (its outputs no longer change); on the CPU a read
+        # is free and the loop stops at once.
+        stop_early = self._device.type == "cpu"
+        before = state.made.clone()
+        for _ in range(min(steps, state.key_valid.shape[1] - state.filled)):
+            at = state.filled
+            state.key_valid[:, at] = ~state.finished
             with self._autocast():
-                logits, state.cache = self.model(
+                logits = self.model(
                     state.last.unsqueeze(1),
                     state.next_pos.unsqueeze(1),
-                    state.key_valid,
+                    state.key_valid[:, : at + 1],
                     state.cache,
+                    at,
                 )
+            state.filled = at + 1
             state.next_pos = state.next_pos + 1
-            made += self._sample(state, logits[:, -1])
-        return made
+            self._sample(state, logits[:, -1])
+            if stop_early and state.done:
+                break
+        added = (state.made - before).tolist()
+        for row, n in zip(state.versions, added, strict=True):
+            row.extend([self._version] * n)
+        return sum(added)
 
-    def _sample(self, state: _Decoding, logits: torch.Tensor) -> int:
+    def _sample(self, state: _Decoding, logits: torch.Tensor) -> None:
+        """Sample the next token of every unfinished sequence and record it, on the device."""
         if state.temperature > 0:
             logp = torch.log_softmax(logits / state.temperature, dim=-1)
             chosen = torch.multinomial(logp.exp(), 1, generator=state.generator).squeeze(1)
@@ -276,24 +326,15 @@ class TransformerPolicy:
             logp = torch.log_softmax(logits, dim=-1)
             chosen = logp.argmax(dim=-1)
         picked = logp.gather(1, chosen.unsqueeze(1)).squeeze(1)
-        made = 0
-        chosen_l, picked_l = chosen.tolist(), picked.tolist()
-        finished = state.finished.tolist()
-        for i in range(state.size):
-            if finished[i]:
-                continue
-            state.out_tokens[i].append(chosen_l[i])
-            state.out_logprobs[i].append(picked_l[i])
-            state.out_versions[i].append(self._version)
-            made += 1
-            if (
-                chosen_l[i] == self.tokenizer.eos
-                or len(state.out_tokens[i]) >= state.max_new_tokens
-            ):
-                finished[i] = True
-        state.finished = torch.tensor(finished, device=self._device)
+        live = ~state.finished
+        col = state.made.clamp(max=state.max_new_tokens - 1)
+        rows = state.rows
+        state.tokens[rows, col] = torch.where(live, chosen, state.tokens[rows, col])
+        state.logprobs[rows, col] = torch.where(live, picked, state.logprobs[rows, col])
+        state.made = state.made + live.long()
+        ended = (chosen == self.tokenizer.eos) | (state.made >= state.max_new_tokens)
+        state.finished = state.finished | (live & ended)
         state.last = chosen
-        return made
 
     # -- training --------------------------------------------------------------------------------
 
@@ -317,7 +358,7 @@ class TransformerPolicy:
         )
         positions = torch.arange(width, device=dev).expand(len(seqs), width)
         with self._autocast():
-            logits, _ = self.model(tokens, positions, valid)
+            logits = self.model(tokens, positions, valid)
         scale = temperature if temperature > 0 else 1.0
         logp_all = torch.log_softmax(logits[:, :-1] / scale, dim=-1)
         next_tok = tokens[:, 1:].clamp(max=self.config.vocab_size - 1)

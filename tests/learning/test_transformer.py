@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.neural import generate
+from policies.neural import Sample, generate
 from policies.tokenizer import ByteTokenizer
 from policies.transformer import TransformerPolicy
 from tests.learning._tiny import tiny_policy
@@ -39,3 +39,38 @@ def test_bytes_round_trip_and_specials_are_skipped() -> None:
     assert tok.decode([*ids, tok.eos, 97]) == "héllo"
     with pytest.raises(ValueError, match="outside the vocabulary"):
         tok.decode([999])
+
+
+def _decode(policy: TransformerPolicy, prompts: list[list[int]], chunk: int) -> list[Sample]:
+    decoding = policy.start(prompts, max_new_tokens=12, temperature=1.0, seed=7)
+    while not decoding.done:
+        policy.advance(decoding, chunk)
+    return decoding.samples()
+
+
+def test_how_decoding_is_chunked_does_not_change_what_is_sampled() -> None:
+    policy = tiny_policy()
+    prompts = [[257, 97 + i] * (1 + i % 3) + [61] for i in range(6)]
+    by_one, by_five, at_once = (_decode(policy, prompts, chunk) for chunk in (1, 5, 1000))
+    assert by_one == by_five == at_once
+    assert all(1 <= len(s.tokens) <= 12 for s in by_one)
+    assert all(len(s.tokens) == len(s.logprobs) == len(s.versions) for s in by_one)
+
+
+def test_cached_decoding_scores_tokens_as_the_full_forward_pass_does() -> None:
+    policy = tiny_policy()
+    prompts = [[257, 97 + i] * (1 + i % 3) + [61] for i in range(6)]
+    samples = _decode(policy, prompts, 3)
+    logp, mask = policy.token_logprobs(prompts, [s.tokens for s in samples])
+    for i, sample in enumerate(samples):
+        n = len(sample.tokens)
+        assert mask[i, :n].sum().item() == n
+        assert logp[i, :n].tolist() == pytest.approx(sample.logprobs, abs=1e-4)
+
+
+def test_a_finished_decoding_advances_no_further() -> None:
+    policy = tiny_policy()
+    decoding = policy.start([[257, 98, 61]], max_new_tokens=1)
+    assert decoding.done
+    assert policy.advance(decoding, 8) == 0
+    assert len(decoding.samples()[0].tokens) == 1
