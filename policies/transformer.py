@@ -312,6 +312,10 @@ class TransformerPolicy:
             self._sample(state, logits[:, -1])
             if stop_early and state.done:
                 break
+        if state.filled >= state.key_valid.shape[1]:
+            # Unreachable as `start` sizes the cache, but a caller looping until `done` must
+            # never spin on a full one.
+            state.finished.fill_(True)
         added = (state.made - before).tolist()
         for row, n in zip(state.versions, added, strict=True):
             row.extend([self._version] * n)
