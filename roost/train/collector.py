@@ -145,7 +145,7 @@ class Collector(Actor):
         rl_clock: Callable[[], float],
         open_rollouts: dict[str, Any],
         skip_no_signal: bool = True,
-        on_scored: Callable[[str, int, bool], None] | None = None,
+        on_scored: Callable[[str, int, bool, bool], None] | None = None,
         credit: Literal["turn", "episode"] = "turn",
         partial_credit: float = 0.5,
         hindsight: bool = False,
@@ -163,7 +163,8 @@ class Collector(Actor):
         self._pending: dict[str, _Pending] = {}
         self.open = open_rollouts
         self.skip_no_signal = skip_no_signal
-        self.on_scored = on_scored  # (task id, level, passed): the curriculum's feed
+        # (task id, level, passed, first attempt passed): the curriculum's feed
+        self.on_scored = on_scored
         self.credit = credit
         self.partial_credit = partial_credit
         self.hindsight = hindsight
@@ -233,7 +234,8 @@ class Collector(Actor):
                 samples.append(extra)
         self._count(record)
         if usable and self.on_scored is not None:
-            self.on_scored(task.id, task.level, record.passed)
+            first_passed = bool(record.turns) and record.turns[0].passed
+            self.on_scored(task.id, task.level, record.passed, first_passed)
         record = _with(record, evaluate_s=time.perf_counter() - started)
         if usable:
             self._pending[msg.rollout_id] = _Pending(record, anyio.current_time())

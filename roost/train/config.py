@@ -70,6 +70,12 @@ class TasksConfig(_Section):
     #: `uniform`: each level equally often. Every level keeps at least `explore` of the draws
     #: (spread evenly), so a level nobody passes yet is still tried.
     curriculum: Literal["signal", "band", "uniform"] = "signal"
+    #: Under `signal`, which pass rate says a group would all pass: "first_turn" (the share
+    #: of first attempts that pass) or "episode" (the share of episodes that pass on any
+    #: turn). Every model turn is a sample with its own reward, so a group whose episodes all
+    #: pass after revisions still disagrees at the first turn; only first attempts that all
+    #: pass leave it nothing to learn (docs/training.md).
+    signal_rate: Literal["first_turn", "episode"] = "first_turn"
     band: list[float] = msgspec.field(default_factory=lambda: [0.3, 0.7])
     explore: float = 0.1
     #: At least this share of the draws goes to levels with tests only (not in demo_levels):

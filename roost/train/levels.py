@@ -2,9 +2,14 @@
 
 A GRPO group whose rollouts all pass or all fail has zero advantages: it teaches nothing. With
 `tasks.curriculum = "signal"` (the default) each level is drawn in proportion to the chance
-that a group of `group_size` rollouts there disagrees, `1 - p**G - (1 - p)**G`, where `p` is
+that a group of `group_size` rollouts there disagrees, `1 - f**G - (1 - p)**G`, where `p` is
 the level's decayed pass rate from `policies.curriculum.Curriculum` (fed with every scored
-rollout). A solved level fades from the mix but comes back as soon as its rate slips (RL on
+rollout) and `f` its decayed first-attempt pass rate (`tasks.signal_rate = "first_turn"`):
+each model turn is a sample with its own reward, so a group whose episodes all pass, some
+after a revision, still has advantages at the first turn; only first attempts that all pass
+teach nothing. (With `"episode"`, `f = p`: an easy level whose revisions rescue its failures
+looked solved, and drew few tasks while its first attempts still failed one time in six.)
+A solved level fades from the mix but comes back as soon as its rate slips (RL on
 harder levels can erode an easy one), and a hard level is drawn as often as its rare passes
 make it useful. `"band"` keeps the mix's rate inside `tasks.band` instead (levels outside get
 only the exploration share). Either way a uniform `tasks.explore` share keeps every level
@@ -18,15 +23,20 @@ import json
 import random
 from typing import Any
 
-from policies.curriculum import Curriculum, CurriculumConfig
+import msgspec
+
+from policies.curriculum import Curriculum, CurriculumConfig, RateStats
 from roost.train.config import TasksConfig
 
 __all__ = ["LevelChooser", "group_signal"]
 
 
-def group_signal(rate: float, group_size: int) -> float:
-    """The probability that `group_size` rollouts at pass rate `rate` do not all agree."""
-    return 1.0 - rate**group_size - (1.0 - rate) ** group_size
+def group_signal(rate: float, group_size: int, *, all_pass_rate: float | None = None) -> float:
+    """The probability that `group_size` rollouts do not all agree: they all fail at pass rate
+    `rate`, and all pass at `all_pass_rate` (default `rate`; the first-attempt rate, which is
+    at most `rate`, when a group agrees only if every first attempt passes)."""
+    passing = rate if all_pass_rate is None else all_pass_rate
+    return max(0.0, 1.0 - passing**group_size - (1.0 - rate) ** group_size)
 
 
 class LevelChooser:
@@ -43,12 +53,20 @@ class LevelChooser:
         self.mode = config.curriculum
         self.explore = config.explore
         self.group_size = group_size
+        self.signal_rate = config.signal_rate
         self.test_only = [level for level in self.levels if level not in config.demo_levels]
         self.test_only_share = config.test_only_share if self.test_only else 0.0
         self._rng = random.Random(seed)
         curriculum_config = CurriculumConfig(
             levels=max(self.levels), band=(config.band[0], config.band[1]), explore=0.0
         )
+        self._decay = curriculum_config.decay
+        state = dict(state or {})
+        # A checkpoint from before first-attempt rates were kept has none: they start afresh.
+        first = state.pop("first_turns", {})
+        self.first_turns = {
+            int(level): msgspec.convert(stats, RateStats) for level, stats in first.items()
+        }
         if state:
             self.curriculum = Curriculum.from_bytes(
                 json.dumps(state).encode(), curriculum_config, seed=seed
@@ -63,7 +81,11 @@ class LevelChooser:
             return self._with_test_only_floor(uniform)
         if self.mode == "signal":
             raw = {
-                level: group_signal(self.curriculum.level_rate(level), self.group_size)
+                level: group_signal(
+                    self.curriculum.level_rate(level),
+                    self.group_size,
+                    all_pass_rate=self._first_turn_rate(level),
+                )
                 for level in self.levels
             }
         else:
@@ -96,9 +118,23 @@ class LevelChooser:
         weights = self.weights()
         return self._rng.choices(list(weights), weights=list(weights.values()))[0]
 
-    def scored(self, task_id: str, level: int, passed: bool) -> None:
+    def scored(self, task_id: str, level: int, passed: bool, first_passed: bool) -> None:
+        """One scored episode: whether it passed on any turn, and on its first."""
         self.curriculum.record(task_id, level, passed)
+        self.first_turns.setdefault(level, RateStats()).add(first_passed, self._decay)
+
+    def _first_turn_rate(self, level: int) -> float | None:
+        if self.signal_rate == "episode":
+            return None
+        stats = self.first_turns.get(level)
+        # No first attempts seen yet (a resumed older run): the episode rate stands in.
+        return stats.rate if stats is not None and stats.total else None
 
     def state(self) -> dict[str, Any]:
-        """What a checkpoint keeps (JSON): the curriculum's decayed pass counts."""
-        return json.loads(self.curriculum.to_bytes())  # type: ignore[no-any-return]
+        """What a checkpoint keeps (JSON): the decayed pass counts of episodes and of first
+        attempts."""
+        state: dict[str, Any] = json.loads(self.curriculum.to_bytes())
+        state["first_turns"] = {
+            str(level): msgspec.to_builtins(stats) for level, stats in self.first_turns.items()
+        }
+        return state

@@ -10,11 +10,17 @@ from roost.train.config import TasksConfig
 from roost.train.levels import LevelChooser, group_signal
 
 
-def _fed(chooser: LevelChooser, *, easy_passes: int = 40) -> LevelChooser:
+def _fed(
+    chooser: LevelChooser, *, easy_passes: int = 40, easy_first_passes: int | None = None
+) -> LevelChooser:
+    """Level 1 too easy (by default), level 2 half passing, level 3 never passing. Every
+    episode that passes does so at its first attempt unless `easy_first_passes` says fewer
+    of level 1's did (the rest were rescued by a revision)."""
+    first = easy_passes if easy_first_passes is None else easy_first_passes
     for i in range(40):
-        chooser.scored(f"a{i}", 1, i < easy_passes)  # too easy (by default)
-        chooser.scored(f"b{i}", 2, i % 2 == 0)  # half pass: the most signal
-        chooser.scored(f"c{i}", 3, False)  # nobody passes yet
+        chooser.scored(f"a{i}", 1, i < easy_passes, i < first)
+        chooser.scored(f"b{i}", 2, i % 2 == 0, i % 2 == 0)
+        chooser.scored(f"c{i}", 3, False, False)
     return chooser
 
 
@@ -28,6 +34,20 @@ def test_group_signal_is_zero_at_the_extremes_and_largest_at_one_half() -> None:
     assert group_signal(1.0, 8) == 0.0
     assert group_signal(0.5, 8) == pytest.approx(1 - 2 / 256)
     assert group_signal(0.1, 8) > group_signal(0.02, 8) > 0.0
+
+
+def test_group_signal_counts_a_group_as_agreeing_only_when_every_first_attempt_passes() -> None:
+    # Every episode passes (rate 1) but a fifth of first attempts fail: most groups disagree.
+    assert group_signal(1.0, 8, all_pass_rate=0.8) == pytest.approx(1 - 0.8**8)
+    assert group_signal(0.5, 8, all_pass_rate=0.5) == group_signal(0.5, 8)
+    assert group_signal(0.0, 8, all_pass_rate=0.0) == 0.0
+
+
+def test_signal_draws_a_level_whose_first_attempts_fail_though_revisions_rescue_them() -> None:
+    rescued = _fed(_chooser(), easy_first_passes=32)  # every episode passes, 80 % at once
+    assert rescued.weights()[1] > 2 * _fed(_chooser()).weights()[1]
+    by_episode = _fed(_chooser(signal_rate="episode"), easy_first_passes=32)
+    assert by_episode.weights() == pytest.approx(_fed(_chooser(signal_rate="episode")).weights())
 
 
 def test_signal_favours_the_level_whose_groups_disagree_and_keeps_every_level() -> None:
@@ -85,9 +105,17 @@ def test_a_bad_floor_is_a_clear_error() -> None:
 
 
 def test_the_state_survives_a_checkpoint_round_trip() -> None:
-    before = _fed(_chooser())
+    before = _fed(_chooser(), easy_first_passes=30)
     state = msgspec.json.decode(msgspec.json.encode(before.state()))
     after = LevelChooser(TasksConfig(), [1, 2, 3], group_size=8, seed=1, state=state)
     assert after.weights() == before.weights()
     draws = {after.draw() for _ in range(200)}
     assert draws == {1, 2, 3}
+
+
+def test_a_checkpoint_without_first_attempt_rates_loads_and_uses_the_episode_rates() -> None:
+    state = _fed(_chooser()).state()
+    del state["first_turns"]  # as checkpointed before first-attempt rates were kept
+    resumed = LevelChooser(TasksConfig(), [1, 2, 3], group_size=8, seed=0, state=state)
+    by_episode = _fed(_chooser(signal_rate="episode"))
+    assert resumed.weights() == pytest.approx(by_episode.weights())
