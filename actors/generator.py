@@ -5,7 +5,9 @@ then runs in a worker thread, `chunk_tokens` decoding steps per thread call. Eac
 message the actor sends itself, so messages that arrived meanwhile - above all
 `WeightsPublished` - are handled between two chunks: the switch lands at a batch boundary, the
 sequences in flight carry on with the new weights, and every token keeps the version and the
-behaviour log-probability it was sampled with. Requests arriving during a batch wait for the
+behaviour log-probability it was sampled with. A sequence that has finished is answered at
+the end of the chunk it finished in, not when the whole batch has: its episode can run its
+tests while the batch's longest sequences decode. Requests arriving during a batch wait for the
 next one (static batching: simple, and on one device the batch stays full under load).
 
 `GeneratorClient` is how an episode asks (with a deadline); `ModelActionSource` adapts it to the
@@ -64,6 +66,9 @@ class GeneratorConfig:
     #: Deadline of one thread call (prompt pass, a chunk, or a weight load).
     compute_timeout_s: float = 120.0
     seed: int = 0
+    #: Answer a sequence at the end of the chunk it finished in (False: when its whole batch
+    #: has; scripts/bench_early_reply.py compares the two).
+    answer_early: bool = True
 
 
 class _Reply:
@@ -109,6 +114,29 @@ class GeneratorStatistics:
     switches_mid_batch: int
 
 
+@dataclasses.dataclass
+class _Batch:
+    """The batch being decoded, and which of its rows have had their answer."""
+
+    decoding: Decoding
+    requests: list[GenerateRequest]
+    answered: set[int] = dataclasses.field(default_factory=set)
+
+    def answer_finished(self) -> None:
+        """Answer every row that has finished and not been answered yet."""
+        rows = [i for i in self.decoding.ended() if i not in self.answered]
+        if not rows:
+            return
+        for i, sample in zip(rows, self.decoding.samples(rows), strict=True):
+            self.answered.add(i)
+            reply = self.requests[i].reply
+            reply.sample = sample
+            reply.event.set()
+
+    def unanswered(self) -> list[GenerateRequest]:
+        return [r for i, r in enumerate(self.requests) if i not in self.answered]
+
+
 class Generator(Actor):
     """One model, one batch at a time; spawn with a mailbox larger than the episode count."""
 
@@ -116,7 +144,7 @@ class Generator(Actor):
         self.policy = policy
         self.config = config or GeneratorConfig()
         self._pending: collections.deque[tuple[float, GenerateRequest]] = collections.deque()
-        self._running: tuple[Decoding, list[GenerateRequest]] | None = None
+        self._running: _Batch | None = None
         self._scheduled = False
         self._lock = threading.Lock()  # an abandoned (timed-out) call must finish first
         self._seq = 0
@@ -197,28 +225,30 @@ class Generator(Actor):
                 self._fail(batch, exc)
                 self._schedule()
                 return
-            self._running = (decoding, batch)
+            self._running = _Batch(decoding, batch)
             if self._first_batch_at is None:
                 self._first_batch_at = time.perf_counter()
             self._batches += 1
             occupancy = len(batch) / self.config.max_batch
             self._occupancy_sum += occupancy
             self._m_occupancy.record(occupancy)
-        decoding, batch = self._running
+        running = self._running
         try:
-            made = await self._compute(self.policy.advance, decoding, self.config.chunk_tokens)
+            made = await self._compute(
+                self.policy.advance, running.decoding, self.config.chunk_tokens
+            )
         except Exception as exc:
             self._running = None
-            self._fail(batch, exc)
+            self._fail(running.unanswered(), exc)
             self._schedule()
             return
         self._tokens += made
         self._m_tokens.inc(made)
-        if decoding.done:
+        if running.decoding.done:
             self._running = None
-            for request, sample in zip(batch, decoding.samples(), strict=True):
-                request.reply.sample = sample
-                request.reply.event.set()
+            running.answer_finished()
+        elif self.config.answer_early:
+            running.answer_finished()
         self._schedule()
 
     @handler

@@ -40,7 +40,13 @@ class Decoding(Protocol):
     @property
     def size(self) -> int: ...
 
-    def samples(self) -> list[Sample]: ...
+    def samples(self, rows: Sequence[int] | None = None) -> list[Sample]:
+        """The completions of `rows` (default: every row), as far as they have got."""
+        ...
+
+    def ended(self) -> list[int]:
+        """The rows that have finished (sampled end-of-text or reached the token limit)."""
+        ...
 
 
 class NeuralPolicy(Protocol):

@@ -182,13 +182,18 @@ class _Decoding:
     def size(self) -> int:
         return len(self.versions)
 
-    def samples(self) -> list[Sample]:
-        counts = self.made.tolist()
-        tokens, logprobs = self.tokens.tolist(), self.logprobs.tolist()
+    def samples(self, rows: Sequence[int] | None = None) -> list[Sample]:
+        picked = list(range(self.size)) if rows is None else list(rows)
+        index = torch.tensor(picked, dtype=torch.long, device=self.tokens.device)
+        counts = self.made[index].tolist()
+        tokens, logprobs = self.tokens[index].tolist(), self.logprobs[index].tolist()
         return [
-            Sample(tokens[i][:n], logprobs[i][:n], list(self.versions[i]))
-            for i, n in enumerate(counts)
+            Sample(tokens[j][:n], logprobs[j][:n], list(self.versions[i]))
+            for j, (i, n) in enumerate(zip(picked, counts, strict=True))
         ]
+
+    def ended(self) -> list[int]:
+        return [int(i) for i in self.finished.nonzero().flatten().tolist()]
 
 
 class TransformerPolicy:

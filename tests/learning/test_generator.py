@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
+
 import anyio
 import anyio.to_thread
 import pytest
@@ -15,6 +18,7 @@ from actors.generator import (
     GetGeneratorStatistics,
     WeightsPublished,
 )
+from policies.neural import Sample
 from runtime import ActorSystem
 from tests.learning._tiny import REAL, GatedPolicy, prompts, tiny_policy
 
@@ -103,3 +107,80 @@ async def test_bad_weights_are_refused_without_losing_the_generator() -> None:
         assert served == 0
         sample = await GeneratorClient(gen, timeout_s=30).generate([257, 97])
     assert set(sample.versions) == {0}
+
+
+class _ScriptedDecoding:
+    """Row i makes one token per step until it has `lengths[i]`."""
+
+    def __init__(self, lengths: list[int]) -> None:
+        self.lengths = lengths
+        self.made = [1] * len(lengths)  # the prompt pass samples the first token
+
+    @property
+    def done(self) -> bool:
+        return not set(range(self.size)) - set(self.ended())
+
+    @property
+    def size(self) -> int:
+        return len(self.lengths)
+
+    def ended(self) -> list[int]:
+        return [i for i, (m, n) in enumerate(zip(self.made, self.lengths, strict=True)) if m >= n]
+
+    def samples(self, rows: Sequence[int] | None = None) -> list[Sample]:
+        picked = range(self.size) if rows is None else rows
+        return [
+            Sample([97] * self.made[i], [-0.1] * self.made[i], [0] * self.made[i]) for i in picked
+        ]
+
+
+class _ScriptedPolicy:
+    """A prompt's first token says how many tokens its completion has; the second `advance`
+    call waits for the test's gate."""
+
+    version = 0
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.second_entered = threading.Event()
+        self.release = threading.Event()
+
+    def start(self, prompts: Sequence[Sequence[int]], **_: object) -> _ScriptedDecoding:
+        return _ScriptedDecoding([p[0] for p in prompts])
+
+    def advance(self, decoding: _ScriptedDecoding, steps: int) -> int:
+        self.calls += 1
+        if self.calls == 2:
+            self.second_entered.set()
+            self.release.wait(timeout=30)
+        before = sum(decoding.made)
+        decoding.made = [
+            min(n, m + steps) for m, n in zip(decoding.made, decoding.lengths, strict=True)
+        ]
+        return sum(decoding.made) - before
+
+
+async def test_a_finished_sequence_is_answered_before_its_batch_ends() -> None:
+    policy = _ScriptedPolicy()
+    config = GeneratorConfig(max_batch=2, max_wait_s=1.0, max_new_tokens=32, chunk_tokens=4)
+    short_done, long_done = anyio.Event(), anyio.Event()
+    answers: dict[str, Sample] = {}
+    async with ActorSystem(lag_interval=None) as system:
+        gen = system.spawn(lambda: Generator(policy, config), name="generator")  # type: ignore[arg-type]
+        client = GeneratorClient(gen, timeout_s=30)
+
+        async def ask(name: str, prompt: list[int], done: anyio.Event) -> None:
+            answers[name] = await client.generate(prompt)
+            done.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask, "short", [3, 97], short_done)
+            group.start_soon(ask, "long", [20, 97], long_done)
+            with anyio.fail_after(10):
+                await short_done.wait()
+            # The long sequence's second chunk is still held: the batch has not ended.
+            assert await anyio.to_thread.run_sync(policy.second_entered.wait, 10)
+            assert not long_done.is_set()
+            policy.release.set()
+    assert len(answers["short"].tokens) == 3
+    assert len(answers["long"].tokens) == 20

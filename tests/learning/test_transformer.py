@@ -74,3 +74,19 @@ def test_a_finished_decoding_advances_no_further() -> None:
     assert decoding.done
     assert policy.advance(decoding, 8) == 0
     assert len(decoding.samples()[0].tokens) == 1
+
+
+def test_finished_rows_can_be_read_before_the_batch_ends() -> None:
+    policy = tiny_policy()
+    prompts = [[257, 97 + i] * (1 + i % 3) + [61] for i in range(6)]
+    whole = _decode(policy, prompts, 1000)
+    decoding = policy.start(prompts, max_new_tokens=12, temperature=1.0, seed=7)
+    seen: dict[int, Sample] = {}
+    while not decoding.done:
+        policy.advance(decoding, 1)
+        ended = decoding.ended()
+        assert set(seen) <= set(ended)  # a finished row stays finished
+        fresh = [i for i in ended if i not in seen]
+        seen.update(zip(fresh, decoding.samples(fresh), strict=True))
+    assert sorted(seen) == list(range(len(prompts)))
+    assert [seen[i] for i in range(len(prompts))] == whole  # read early, nothing changed after
