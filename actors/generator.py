@@ -244,10 +244,10 @@ class Generator(Actor):
             return
         self._tokens += made
         self._m_tokens.inc(made)
-        if running.decoding.done:
+        done = running.decoding.done
+        if done:
             self._running = None
-            running.answer_finished()
-        elif self.config.answer_early:
+        if done or self.config.answer_early:
             running.answer_finished()
         self._schedule()
 

@@ -18,21 +18,19 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
-import anyio
 from rich.console import Console
 from rich.table import Table
 
-from actors.generator import Generator, GeneratorClient, GeneratorConfig, GetGeneratorStatistics
+from actors.generator import GeneratorConfig
 from policies.tokenizer import ByteTokenizer
 from policies.transformer import TransformerPolicy
 from roost.bench._report import machine
+from roost.bench.generation import run_episodes
 from roost.train.config import ModelConfig
 from roost.train.phases import load_weights, make_policy
-from runtime import ActorSystem
 from runtime import run as run_loop
 from tasks import ProceduralTasks
 
@@ -54,33 +52,13 @@ async def _side(
     exec_s: float,
     config: GeneratorConfig,
 ) -> dict[str, float]:
-    latencies: list[float] = []
-    async with ActorSystem(lag_interval=None) as system:
-        gen = system.spawn(
-            lambda: Generator(policy, config), name="generator", mailbox_size=len(prompts) * 4
-        )
-        client = GeneratorClient(gen, timeout_s=600.0)
-
-        async def episode(prompt: list[int]) -> None:
-            for _ in range(turns):
-                asked = time.perf_counter()
-                await client.generate(prompt)
-                latencies.append(time.perf_counter() - asked)
-                await anyio.sleep(exec_s)
-
-        started = time.perf_counter()
-        async with anyio.create_task_group() as group:
-            for prompt in prompts:
-                group.start_soon(episode, prompt)
-        elapsed = time.perf_counter() - started
-        stats = await gen.ask(GetGeneratorStatistics(), timeout=60.0)
-    latencies.sort()
+    result = await run_episodes(policy, prompts, turns, config, between_turns_s=exec_s)
     return {
-        "turns_per_s": len(latencies) / elapsed,
-        "latency_p50_s": latencies[len(latencies) // 2],
-        "latency_p99_s": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
-        "batches": float(stats.batches),
-        "mean_occupancy": stats.mean_occupancy,
+        "turns_per_s": result.turns / result.elapsed_s,
+        "latency_p50_s": result.turn_latency["p50"],
+        "latency_p99_s": result.turn_latency["p99"],
+        "batches": float(result.stats.batches),
+        "mean_occupancy": result.stats.mean_occupancy,
     }
 
 

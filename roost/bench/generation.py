@@ -15,6 +15,7 @@ while the actor side runs) shows that the event loop stays free.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import statistics
 import time
@@ -22,8 +23,14 @@ from typing import Any
 
 import anyio
 
-from actors.generator import Generator, GeneratorClient, GeneratorConfig, GetGeneratorStatistics
-from policies.neural import generate
+from actors.generator import (
+    Generator,
+    GeneratorClient,
+    GeneratorConfig,
+    GeneratorStatistics,
+    GetGeneratorStatistics,
+)
+from policies.neural import NeuralPolicy, generate
 from policies.tokenizer import ByteTokenizer
 from policies.transformer import TransformerConfig, TransformerPolicy
 from roost.bench._report import machine
@@ -55,21 +62,45 @@ def offline_tokens_per_s(
     return tokens / (time.perf_counter() - started)
 
 
-async def actor_tokens_per_s(
-    policy: TransformerPolicy, prompts: list[list[int]], turns: int, config: GeneratorConfig
-) -> dict[str, float]:
+@dataclasses.dataclass(frozen=True)
+class EpisodeRun:
+    """What `run_episodes` measured."""
+
+    elapsed_s: float
+    turns: int
+    tokens: int
+    turn_latency: dict[str, float]  # `Histogram.summary()` of ask-to-answer seconds per turn
+    loop_lag: dict[str, float]  # the event loop's lag while the episodes ran
+    stats: GeneratorStatistics
+
+
+async def run_episodes(
+    policy: NeuralPolicy,
+    prompts: list[list[int]],
+    turns: int,
+    config: GeneratorConfig,
+    between_turns_s: float = 0.0,
+) -> EpisodeRun:
+    """One concurrent episode per prompt, each asking the `Generator` actor for `turns`
+    completions through a `GeneratorClient`, waiting `between_turns_s` after each (a
+    stand-in for a sandbox's time, spent in other processes)."""
     tokens = 0
     async with ActorSystem(lag_interval=0.1) as system:
         generator = system.spawn(
             lambda: Generator(policy, config), name="generator", mailbox_size=len(prompts) * 2
         )
         client = GeneratorClient(generator, timeout_s=600.0)
+        latency = system.metrics.histogram("bench.turn_latency_s")
 
         async def episode(prompt: list[int]) -> None:
             nonlocal tokens
             for _ in range(turns):
+                asked = time.perf_counter()
                 sample = await client.generate(prompt)
+                latency.record(time.perf_counter() - asked)
                 tokens += len(sample.tokens)
+                if between_turns_s > 0:
+                    await anyio.sleep(between_turns_s)
 
         started = time.perf_counter()
         async with anyio.create_task_group() as group:
@@ -78,12 +109,19 @@ async def actor_tokens_per_s(
         elapsed = time.perf_counter() - started
         stats = await generator.ask(GetGeneratorStatistics(), timeout=60.0)
         lag = system.metrics.histogram("loop_lag_s").summary()
+    return EpisodeRun(elapsed, latency.count, tokens, latency.summary(), lag, stats)
+
+
+async def actor_tokens_per_s(
+    policy: TransformerPolicy, prompts: list[list[int]], turns: int, config: GeneratorConfig
+) -> dict[str, float]:
+    result = await run_episodes(policy, prompts, turns, config)
     return {
-        "tokens_per_s": tokens / elapsed,
-        "mean_occupancy": stats.mean_occupancy,
-        "batches": float(stats.batches),
-        "loop_lag_p99_s": lag["p99"],
-        "loop_lag_max_s": lag["max"],
+        "tokens_per_s": result.tokens / result.elapsed_s,
+        "mean_occupancy": result.stats.mean_occupancy,
+        "batches": float(result.stats.batches),
+        "loop_lag_p99_s": result.loop_lag["p99"],
+        "loop_lag_max_s": result.loop_lag["max"],
     }
 
 

@@ -118,7 +118,7 @@ class _ScriptedDecoding:
 
     @property
     def done(self) -> bool:
-        return not set(range(self.size)) - set(self.ended())
+        return len(self.ended()) == self.size
 
     @property
     def size(self) -> int:
