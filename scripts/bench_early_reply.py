@@ -73,7 +73,10 @@ def main() -> None:
     args = parser.parse_args()
 
     policy = make_policy(ModelConfig(), seed=0)
-    load_weights(policy, args.weights)
+    try:
+        load_weights(policy, args.weights)
+    except ValueError as exc:
+        parser.error(str(exc))
     policy.train(False)
     prompts = _prompts(args.episodes)
     sides: dict[bool, list[dict[str, float]]] = {True: [], False: []}
