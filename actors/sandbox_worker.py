@@ -15,12 +15,20 @@ import anyio
 import msgspec
 
 from actors.rollouts import RolloutRequest, StepTiming
-from runtime import Actor, ActorRef, Message, handler
+from runtime import Actor, ActorRef, ActorStoppedError, Message, handler
 from runtime.clock import now as clock_now
 from sandboxes._errors import SandboxConfigError, SandboxInfraError
 from sandboxes._spec import ExecResult
 
-__all__ = ["Action", "ActionSource", "Assign", "Outcome", "SandboxWorker", "WorkerDone"]
+__all__ = [
+    "Action",
+    "ActionSource",
+    "Assign",
+    "Outcome",
+    "SandboxWorker",
+    "WorkerDone",
+    "report_done",
+]
 
 Outcome = Literal["passed", "failed", "infra", "deadline", "error"]
 
@@ -75,7 +83,7 @@ class SandboxWorker(Actor):
     @handler
     async def assign(self, msg: Assign) -> None:
         done = await self._episode(msg)
-        await msg.reply_to.tell(done)
+        await report_done(self, msg, done)
 
     async def _episode(self, msg: Assign) -> WorkerDone:
         lease = msg.lease
@@ -131,4 +139,17 @@ class SandboxWorker(Actor):
             cold_start=lease.cold,
             steps=steps,
             worker=self.name,
+        )
+
+
+async def report_done(worker: Actor, msg: Assign, done: WorkerDone) -> None:
+    """Tell the scheduler how the episode ended. A scheduler that has already stopped (the run
+    ended while this episode ran past its drain) is not this worker's fault: the run has
+    recorded the rollout as cancelled, so the result is logged and dropped, not raised, which
+    would count as a crash and restart the worker."""
+    try:
+        await msg.reply_to.tell(done)
+    except ActorStoppedError:
+        worker.log.info(
+            "result_after_scheduler_stopped", rollout=done.rollout_id, outcome=done.outcome
         )

@@ -17,7 +17,7 @@ import anyio
 
 from actors.generator import GenerationError, GeneratorClient
 from actors.rollouts import StepTiming
-from actors.sandbox_worker import Assign, Outcome, WorkerDone
+from actors.sandbox_worker import Assign, Outcome, WorkerDone, report_done
 from policies.neural import Sample
 from policies.staleness import StalenessBook
 from policies.tokenizer import ByteTokenizer
@@ -89,7 +89,7 @@ class EpisodeWorker(Actor):
             done = await self._episode(msg)
         finally:
             self.book.ended(msg.request.rollout_id)
-        await msg.reply_to.tell(done)
+        await report_done(self, msg, done)
 
     async def _episode(self, msg: Assign) -> WorkerDone:
         request, lease = msg.request, msg.lease
