@@ -6,8 +6,8 @@ Why it is shaped like this (the channel the solution cannot write):
 - It marks itself non-dumpable (prctl), so processes of the same uid cannot read its memory or
   its file descriptors through /proc, nor ptrace it. If that fails it refuses to run.
 - A solution is imported only in a child process. The child evaluates each test's `call` and
-  sends back the value's repr; the harness parses it with `ast.literal_eval` (no solution code
-  can run there) and compares it with `expected`, which only the harness evaluates. A child can
+  sends back the value's repr; the harness parses it as `ast.literal_eval` would (no solution
+  code can run there) and compares it with `expected`, which only the harness evaluates. A child can
   lie about its own value, but it never learns the value that would pass.
 - The verdict is one line on the harness's stdout, prefixed by the nonce. Children write to
   their own pipes, never to that stdout, and cannot learn the nonce, so printing "PASSED",
@@ -64,10 +64,12 @@ while True:
 """
 
 HARNESS_SOURCE = r"""
-import ast, ctypes, json, marshal, math, os, select, subprocess, sys, time
+# Only builtin or small modules (ast, json and subprocess would double the start-up, paid on
+# every verification): replies are parsed by `literal` below, the verdict written by `dump`.
+import _ast, ctypes, marshal, math, os, select, sys, time
 if ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 0
     sys.exit("harness: cannot make itself non-dumpable")
-job = json.loads(sys.stdin.buffer.read())
+job = marshal.loads(sys.stdin.buffer.read())
 sys.stdin.close()
 nonce, tests, limit, module = job["nonce"], job["tests"], float(job["timeout_s"]), job["module"]
 path = module + ".py"
@@ -82,18 +84,87 @@ def same(a, b):
         return type(a) is type(b) and len(a) == len(b) and all(map(same, a, b))
     return a == b
 
+NUMBERS = (int, float, complex)
+
+def literal(text):
+    # ast.literal_eval's grammar: constants, tuples, lists, sets, dicts, set(), signed numbers
+    # and complex sums. Only parsed, never run: no solution code can execute here.
+    return literal_node(compile(text.lstrip(" \t"), "<reply>", "eval", _ast.PyCF_ONLY_AST).body)
+
+def literal_node(node):
+    kind = type(node)
+    if kind is _ast.Constant:
+        return node.value
+    if kind is _ast.Tuple:
+        return tuple(map(literal_node, node.elts))
+    if kind is _ast.List:
+        return list(map(literal_node, node.elts))
+    if kind is _ast.Set:
+        return set(map(literal_node, node.elts))
+    if kind is _ast.Dict and None not in node.keys:
+        return dict(zip(map(literal_node, node.keys), map(literal_node, node.values)))
+    if (kind is _ast.Call and type(node.func) is _ast.Name and node.func.id == "set"
+            and not node.args and not node.keywords):
+        return set()
+    if kind is _ast.UnaryOp and type(node.op) in (_ast.UAdd, _ast.USub):
+        number = node.operand.value if type(node.operand) is _ast.Constant else None
+        if isinstance(number, NUMBERS):
+            return +number if type(node.op) is _ast.UAdd else -number
+    if kind is _ast.BinOp and type(node.op) in (_ast.Add, _ast.Sub):
+        left, right = literal_node(node.left), node.right
+        imaginary = right.value if type(right) is _ast.Constant else None
+        if isinstance(left, (int, float)) and isinstance(imaginary, complex):
+            return left + imaginary if type(node.op) is _ast.Add else left - imaginary
+    raise ValueError("not a plain value")
+
+ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b",
+           "\f": "\\f"}
+
+def dump(obj):
+    # JSON of the verdict (dicts, lists, strings), ASCII only as json.dumps writes it.
+    if isinstance(obj, dict):
+        return "{" + ", ".join(dump(k) + ": " + dump(v) for k, v in obj.items()) + "}"
+    if isinstance(obj, list):
+        return "[" + ", ".join(map(dump, obj)) + "]"
+    out = []
+    for char in obj:
+        code = ord(char)
+        if char in ESCAPES:
+            out.append(ESCAPES[char])
+        elif 32 <= code < 127:
+            out.append(char)
+        elif code > 0xFFFF:
+            code -= 0x10000
+            out.append("\\u%04x\\u%04x" % (0xD800 | code >> 10, 0xDC00 | code & 0x3FF))
+        else:
+            out.append("\\u%04x" % code)
+    return '"' + "".join(out) + '"'
+
 def parse(line):
     parts = line.decode(errors="replace").split("\t", 2)
     try:
-        return int(parts[0]), parts[1], ast.literal_eval(parts[2])
-    except (IndexError, ValueError, SyntaxError, MemoryError, RecursionError):
+        return int(parts[0]), parts[1], literal(parts[2])
+    except (IndexError, ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None, "error", "unreadable reply"
 
 class Child:
     def __init__(self):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", "-c", job["child"], module, job["entry"]],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+        # The pipes are close-on-exec but for the ends placed at the child's 0 and 1.
+        child_in, self.stdin = os.pipe()
+        self.stdout, child_out = os.pipe()
+        try:
+            self.pid = os.posix_spawn(
+                sys.executable,
+                [sys.executable, "-I", "-S", "-B", "-c", job["child"], module, job["entry"]],
+                os.environ,
+                file_actions=[(os.POSIX_SPAWN_DUP2, child_in, 0),
+                              (os.POSIX_SPAWN_DUP2, child_out, 1)])
+        except BaseException:
+            for fd in (child_in, self.stdin, self.stdout, child_out):
+                os.close(fd)
+            raise
+        os.close(child_in)
+        os.close(child_out)
         self.buf = b""
         first = self.read(limit + 5.0)
         self.import_error = None
@@ -104,7 +175,7 @@ class Child:
 
     def read(self, timeout):
         deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
+        fd = self.stdout
         while b"\n" not in self.buf:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
@@ -118,15 +189,18 @@ class Child:
 
     def ask(self, i, test):
         try:
-            self.proc.stdin.write(marshal.dumps((i, test.get("call", ""), test.get("check", ""))))
-            self.proc.stdin.flush()
+            data = marshal.dumps((i, test.get("call", ""), test.get("check", "")))
+            while data:
+                data = data[os.write(self.stdin, data):]
         except OSError:
             return None
         return self.read(limit)
 
     def kill(self):
-        self.proc.kill()
-        self.proc.wait()
+        os.kill(self.pid, 9)
+        os.waitpid(self.pid, 0)
+        os.close(self.stdin)
+        os.close(self.stdout)
 
 def place(source):
     # Never follow a link the solution may have planted where its file goes.
@@ -175,7 +249,7 @@ def judge():
         else:
             expected = eval(test["expected"], {})
             try:
-                got = ast.literal_eval(payload) if kind == "value" else None
+                got = literal(payload) if kind == "value" else None
             except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
                 results.append({"name": name, "status": "failed", "detail": "not a plain value"})
                 continue
@@ -192,6 +266,6 @@ verdicts = []
 for source in job["solutions"]:
     place(source)
     verdicts.append({"tests": judge()})
-sys.stdout.write(nonce + " " + json.dumps({"solutions": verdicts}) + "\n")
+sys.stdout.write(nonce + " " + dump({"solutions": verdicts}) + "\n")
 sys.stdout.flush()
 """

@@ -87,18 +87,19 @@ async def test_a_harness_that_says_nothing_is_an_evaluation_failure() -> None:
 BROKEN_HARNESSES = {
     "crashes": "import sys; sys.exit('verifier bug')",
     "garbage": (
-        "import json, sys; n = json.loads(sys.stdin.read())['nonce']; print(n, '{not json')"
+        "import marshal, sys; n = marshal.loads(sys.stdin.buffer.read())['nonce']\n"
+        "print(n, '{not json')"
     ),
     "wrong_count": (
-        "import json, sys; n = json.loads(sys.stdin.read())['nonce']\n"
+        "import json, marshal, sys; n = marshal.loads(sys.stdin.buffer.read())['nonce']\n"
         "print(n, json.dumps({'solutions': [{'tests': [{'name': 'a', 'status': 'passed'}]}]}))"
     ),
     "bad_status": (
-        "import json, sys; n = json.loads(sys.stdin.read())['nonce']\n"
+        "import json, marshal, sys; n = marshal.loads(sys.stdin.buffer.read())['nonce']\n"
         "print(n, json.dumps({'solutions': [{'tests': [{'name': 'a', 'status': 'great'}] * 3}]}))"
     ),
     "twice": (
-        "import json, sys; n = json.loads(sys.stdin.read())['nonce']\n"
+        "import json, marshal, sys; n = marshal.loads(sys.stdin.buffer.read())['nonce']\n"
         "r = {'solutions': [{'tests': [{'name': 'a', 'status': 'passed'}] * 3}]}\n"
         "print(n, json.dumps(r)); print(n, json.dumps(r))"
     ),
