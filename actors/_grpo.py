@@ -7,19 +7,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TypeVar
 
 import torch
 
 from policies.neural import NeuralPolicy
 from policies.staleness import Correction
 
+T = TypeVar("T")
+
 __all__ = [
     "LossConfig",
     "LossStats",
     "combine_stats",
+    "combine_steps",
     "grpo_advantages",
     "grpo_loss",
     "micro_batches",
+    "split_groups",
 ]
 
 
@@ -63,6 +68,33 @@ def combine_stats(parts: Sequence[LossStats]) -> LossStats:
         kl_reference=sum(p.kl_reference for p in parts),
         tokens=tokens,
     )
+
+
+def combine_steps(steps: Sequence[LossStats]) -> LossStats:
+    """The statistics of a version from those of its optimizer steps: each step's loss is
+    normalised by its own tokens, so every figure is a token-weighted mean over the steps."""
+    tokens = sum(p.tokens for p in steps)
+    if len(steps) == 1 or not tokens:
+        return combine_stats(steps)
+    merged = combine_stats(steps)
+    return dataclasses.replace(
+        merged,
+        loss=sum(p.loss * p.tokens for p in steps) / tokens,
+        kl_reference=sum(p.kl_reference * p.tokens for p in steps) / tokens,
+    )
+
+
+def split_groups(groups: Sequence[Sequence[T]], parts: int) -> list[list[Sequence[T]]]:
+    """`groups` in at most `parts` minibatches of whole groups with similar sample counts
+    (largest group first, each to the lightest minibatch); none is empty, the order within a
+    minibatch is the batch's."""
+    bins: list[list[int]] = [[] for _ in range(min(parts, len(groups)))]
+    weight = [0] * len(bins)
+    for i in sorted(range(len(groups)), key=lambda i: (-len(groups[i]), i)):
+        lightest = min(range(len(bins)), key=lambda b: (weight[b], b))
+        bins[lightest].append(i)
+        weight[lightest] += len(groups[i])
+    return [[groups[i] for i in sorted(members)] for members in bins if members]
 
 
 def micro_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:

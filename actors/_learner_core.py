@@ -23,9 +23,11 @@ from actors._grpo import (
     LossConfig,
     LossStats,
     combine_stats,
+    combine_steps,
     grpo_advantages,
     grpo_loss,
     micro_batches,
+    split_groups,
 )
 from actors._imitation import ImitationBuffer, imitation_loss
 from policies.neural import NeuralPolicy
@@ -129,9 +131,13 @@ def episodes_in(group: Sequence[Trajectory]) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class LearnerConfig:
-    # Episodes per optimizer step (each trains on all its model turns): the unit admission
-    # counts, so the batch is what the staleness bound lets in per version.
+    # Episodes per version (each trains on all its model turns): the unit admission counts,
+    # so the batch is what the staleness bound lets in per version.
     batch_size: int = 32
+    # Optimizer steps per version, each on a share of the batch's groups (PPO's minibatches).
+    # A big batch lets many episodes run at once (admission allows (k + 1) * batch_size) and
+    # minibatches keep the number of steps that a batch of that size would cut.
+    minibatches: int = 1
     lr: float = 3e-4
     # Linear warm-up over the first steps: a fresh Adam moves every weight by about `lr` on
     # its first steps whatever the gradient's noise (its second moment is still unknown).
@@ -174,6 +180,7 @@ class StepStats:
     loss: LossStats
     imitation_loss: float = 0.0  # the self-imitation term (before its coefficient); 0 when off
     imitation_kept: int = 0  # samples in the self-imitation buffer after the step
+    optimizer_steps: int = 1  # the version's minibatches
 
 
 @dataclasses.dataclass
@@ -207,6 +214,8 @@ class LearnerCore:
         _check_baseline(config.baseline)
         if config.micro_batch_tokens < 1:
             raise ValueError(f"micro_batch_tokens must be >= 1, got {config.micro_batch_tokens}")
+        if config.minibatches < 1:
+            raise ValueError(f"minibatches must be >= 1, got {config.minibatches}")
         if not 0.0 <= config.average_decay < 1.0:
             raise ValueError(f"average_decay must be in [0, 1), got {config.average_decay}")
         if config.imitation_coef < 0:
@@ -232,8 +241,36 @@ class LearnerCore:
             self.average = policy.state_dict()  # starts at the weights RL starts from
 
     def update(self, groups: Sequence[Sequence[Trajectory]]) -> StepStats:
-        """One optimizer step on `groups` (each a GRPO group: samples of one task)."""
+        """One version: `minibatches` optimizer steps on `groups` (each a GRPO group: samples
+        of one task), split by group so that advantages stay within their group."""
         started = time.perf_counter()
+        parts = split_groups(groups, self.config.minibatches) or [[]]
+        losses: list[LossStats] = []
+        grad_norm = imitation = 0.0
+        for part in parts:
+            loss, grad_norm, imitation = self._optimizer_step(part)
+            losses.append(loss)
+        self.version += 1
+        # The model object outlives a learner restart: it must carry its own version.
+        self.policy.version = self.version
+        batch = [t for group in groups for t in group]
+        self.consumed.update(t.rollout_id for t in batch)
+        return StepStats(
+            version=self.version,
+            samples=len(batch),
+            reward_mean=sum(t.reward for t in batch) / max(1, len(batch)),
+            grad_norm=grad_norm,
+            seconds=time.perf_counter() - started,
+            loss=combine_steps(losses),
+            imitation_loss=imitation,
+            imitation_kept=len(self.imitation),
+            optimizer_steps=len(parts),
+        )
+
+    def _optimizer_step(
+        self, groups: Sequence[Sequence[Trajectory]]
+    ) -> tuple[LossStats, float, float]:
+        """One gradient step on `groups`: (loss statistics, gradient norm, imitation term)."""
         batch = [t for group in groups for t in group]
         base = self.config.baseline
         advantages = [a for group in groups for a in group_advantages(group, base)]
@@ -257,7 +294,6 @@ class LearnerCore:
             )
             loss.backward()  # type: ignore[no-untyped-call]  # gradients add up over chunks
             parts.append(part)
-        stats = combine_stats(parts)
         imitation = self._imitate(batch, advantages) if self.config.imitation_coef > 0 else 0.0
         grad_norm = torch.nn.utils.clip_grad_norm_(
             list(self.policy.parameters()), self.config.max_grad_norm
@@ -267,20 +303,7 @@ class LearnerCore:
         self.optimizer.step()
         if self.average is not None:
             self._update_average()
-        self.version += 1
-        # The model object outlives a learner restart: it must carry its own version.
-        self.policy.version = self.version
-        self.consumed.update(t.rollout_id for t in batch)
-        return StepStats(
-            version=self.version,
-            samples=len(batch),
-            reward_mean=sum(t.reward for t in batch) / max(1, len(batch)),
-            grad_norm=float(grad_norm),
-            seconds=time.perf_counter() - started,
-            loss=stats,
-            imitation_loss=imitation,
-            imitation_kept=len(self.imitation),
-        )
+        return combine_stats(parts), float(grad_norm), imitation
 
     def _imitate(self, batch: Sequence[Trajectory], advantages: Sequence[float]) -> float:
         """Add the self-imitation term's gradient: a draw from the samples kept so far

@@ -77,6 +77,7 @@ class GetLearnerStatistics(Message):
 class LearnerStatistics:
     version: int
     steps: int
+    optimizer_steps: int  # `steps` times the minibatches per version
     samples: int
     dropped_stale: int
     duplicates: int
@@ -112,6 +113,7 @@ class Learner(Actor):
         self._buffer: list[list[Trajectory]] = []
         self._staleness: dict[int, int] = {}
         self._dropped = self._duplicates = self._steps = self._samples = self._checkpoints = 0
+        self._optimizer_steps = 0
         self._busy_s = 0.0
         self._first_seen: float | None = None
         self._last: StepStats | None = None
@@ -159,6 +161,7 @@ class Learner(Actor):
         return LearnerStatistics(
             version=self.core.version,
             steps=self._steps,
+            optimizer_steps=self._optimizer_steps,
             samples=self._samples,
             dropped_stale=self._dropped,
             duplicates=self._duplicates,
@@ -207,6 +210,7 @@ class Learner(Actor):
             state = await anyio.to_thread.run_sync(self.core.publishable_state)
         self._busy_s += time.perf_counter() - started
         self._steps += 1
+        self._optimizer_steps += stats.optimizer_steps
         self._samples += stats.samples
         self._last = stats
         self._m_step.record(stats.seconds)

@@ -180,7 +180,12 @@ class RLSection(_Section):
 
 class LearnerSection(_Section):
     k: int = 2
-    batch_size: int = 32  # episodes per optimizer step (each trains on all its turns)
+    #: Episodes per version (each trains on all its turns). Admission counts episodes too, so
+    #: (k + 1) * batch_size run at once: 384 by default.
+    batch_size: int = 128
+    #: Optimizer steps per version, each on a share of the batch's GRPO groups: the wide
+    #: window without cutting the number of steps (4 of 32 episodes, as the batch of 32 made).
+    minibatches: int = 4
     lr: float = 2e-4
     warmup_steps: int = 0  # the learning rate rises linearly to `lr` over the first steps
     correction: Literal["decoupled", "truncated_is"] = "decoupled"
@@ -210,6 +215,7 @@ class LearnerSection(_Section):
     def __post_init__(self) -> None:
         _non_negative("k", self.k)
         _positive("batch_size", self.batch_size)
+        _positive("minibatches", self.minibatches)
         _positive("lr", self.lr)
         _non_negative("warmup_steps", self.warmup_steps)
         _fraction("negative_weight", self.negative_weight)
@@ -237,7 +243,7 @@ class GeneratorSection(_Section):
 class SandboxSection(_Section):
     backend: Literal["process", "docker", "gvisor", "sim"] = "process"
     runtime: str = "python"
-    pool_capacity: int = 256
+    pool_capacity: int = 384
     cpus: float = 1.0
     memory_mb: int = 256
 
@@ -249,7 +255,7 @@ class SandboxSection(_Section):
 
 
 class SchedulerSection(_Section):
-    workers: int = 256  # concurrent episodes at most (each holds a sandbox only to run tests)
+    workers: int = 384  # concurrent episodes at most (admission by staleness decides)
     policy: str = "fifo"
     max_retries: int = 2
 

@@ -190,6 +190,7 @@ class RLPhase:
         )
         learner_config = LearnerConfig(
             batch_size=cfg.learner.batch_size,
+            minibatches=cfg.learner.minibatches,
             lr=cfg.learner.lr,
             warmup_steps=cfg.learner.warmup_steps,
             correction=cfg.learner.correction,
@@ -319,6 +320,7 @@ class RLPhase:
             interrupted=interrupted,
             learner={
                 "steps": stats.steps,
+                "optimizer_steps": stats.optimizer_steps,
                 "samples": stats.samples,
                 "dropped_stale": stats.dropped_stale,
                 "duplicates": stats.duplicates,

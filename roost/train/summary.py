@@ -100,6 +100,11 @@ def summarize(
         "name": config.name,
         "k": config.learner.k,
         "versions": int(rl.get("version", 0)),
+        # Optimizer steps (a version makes `learner.minibatches` of them), over every segment.
+        "optimizer_steps": sum(
+            int(s["learner"].get("optimizer_steps", s["learner"].get("steps", 0)))
+            for s in rl.get("segments", [])
+        ),
         "learner_steps_logged": len(steps),
         "learner_steps_lost": lineage.void_steps,  # logged, but lost with a killed process
         "trained_in_lost_steps": lineage.trained_in_lost_steps,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from actors._grpo import LossConfig, micro_batches
+from actors._grpo import LossConfig, micro_batches, split_groups
 from actors._learner_core import LearnerConfig, LearnerCore, Trajectory, load_checkpoint
 from actors.learner import Learner
 from policies.neural import generate
@@ -179,6 +179,35 @@ def test_a_step_in_micro_batches_is_the_step_on_the_whole_batch() -> None:
     assert whole.keys() == pieces.keys()
     for name, value in whole.items():
         assert torch.allclose(value, pieces[name], rtol=1e-4, atol=1e-7), name
+
+
+def test_split_groups_keeps_groups_whole_and_balances_samples() -> None:
+    groups = [["a"] * 8, ["b"] * 3, ["c"] * 5, ["d"] * 5, ["e"] * 2]
+    parts = split_groups(groups, 2)
+    assert sorted(sum(len(g) for g in part) for part in parts) == [11, 12]
+    assert sorted(g[0] for part in parts for g in part) == ["a", "b", "c", "d", "e"]
+    assert all(part == sorted(part, key=groups.index) for part in parts)  # the batch's order
+    assert len(split_groups(groups[:2], 4)) == 2  # never an empty minibatch
+    assert split_groups([], 3) == []
+
+
+def test_minibatches_step_once_per_share_and_publish_one_version() -> None:
+    # A version of two minibatches is exactly two versions of one each, on the same shares
+    # (equal groups alternate between the shares: 0 and 2, then 1 and 3).
+    groups = _groups(tiny_policy(seed=9), 0, groups=4, size=4)
+    split = LearnerCore(tiny_policy(seed=3), LearnerConfig(lr=3e-3, minibatches=2))
+    stats = split.update(groups)
+    assert (stats.version, stats.optimizer_steps, stats.samples) == (1, 2, 16)
+    assert split.consumed == {t.rollout_id for g in groups for t in g}
+    steps = {int(s["step"]) for s in split.optimizer.state_dict()["state"].values()}
+    assert steps == {2}
+    plain = LearnerCore(tiny_policy(seed=3), LearnerConfig(lr=3e-3))
+    plain.update([groups[0], groups[2]])
+    plain.update([groups[1], groups[3]])
+    after, expected = split.policy.state_dict(), plain.policy.state_dict()
+    assert all(torch.equal(after[k], expected[k]) for k in expected)
+    with pytest.raises(ValueError, match="minibatches must be >= 1, got 0"):
+        LearnerCore(tiny_policy(seed=0), LearnerConfig(minibatches=0))
 
 
 def test_a_learner_refuses_an_unknown_baseline_or_an_empty_micro_batch() -> None:

@@ -42,6 +42,7 @@ time_budget_s = 60
 max_versions = 3
 [learner]
 batch_size = 4
+minibatches = 2
 checkpoint_every = 1
 skip_equal_reward_groups = false
 [scheduler]

@@ -68,6 +68,8 @@ async def test_tiny_run_writes_every_file_and_the_counts_add_up(
     assert on_disk["heldout_pass_rate_sft_only_control"] is None
     assert 0 <= on_disk["max_staleness_seen"] <= tiny_config.learner.k
     assert on_disk["versions"] >= tiny_config.rl.max_versions
+    # Each version's 4 episodes come in at least two groups of 2: one step on each half.
+    assert on_disk["optimizer_steps"] == 2 * on_disk["versions"]
     machine = on_disk["machines"]["0"]
     assert machine["device"] == ("cuda" if torch.cuda.is_available() else "cpu")
     assert machine["cpus"] >= 1
