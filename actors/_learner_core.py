@@ -178,7 +178,8 @@ class StepStats:
     grad_norm: float
     seconds: float
     loss: LossStats
-    imitation_loss: float = 0.0  # the self-imitation term (before its coefficient); 0 when off
+    # The self-imitation term (before its coefficient; the steps' mean); 0 when off.
+    imitation_loss: float = 0.0
     imitation_kept: int = 0  # samples in the self-imitation buffer after the step
     optimizer_steps: int = 1  # the version's minibatches
 
@@ -246,10 +247,13 @@ class LearnerCore:
         started = time.perf_counter()
         parts = split_groups(groups, self.config.minibatches) or [[]]
         losses: list[LossStats] = []
-        grad_norm = imitation = 0.0
+        grad_norms: list[float] = []
+        imitation = 0.0
         for part in parts:
-            loss, grad_norm, imitation = self._optimizer_step(part)
+            loss, grad_norm, imitated = self._optimizer_step(part)
             losses.append(loss)
+            grad_norms.append(grad_norm)
+            imitation += imitated / len(parts)
         self.version += 1
         # The model object outlives a learner restart: it must carry its own version.
         self.policy.version = self.version
@@ -259,7 +263,7 @@ class LearnerCore:
             version=self.version,
             samples=len(batch),
             reward_mean=sum(t.reward for t in batch) / max(1, len(batch)),
-            grad_norm=grad_norm,
+            grad_norm=sum(grad_norms) / len(grad_norms),  # the steps' mean, as the loss's
             seconds=time.perf_counter() - started,
             loss=combine_steps(losses),
             imitation_loss=imitation,

@@ -198,6 +198,7 @@ def test_minibatches_step_once_per_share_and_publish_one_version() -> None:
     split = LearnerCore(tiny_policy(seed=3), LearnerConfig(lr=3e-3, minibatches=2))
     stats = split.update(groups)
     assert (stats.version, stats.optimizer_steps, stats.samples) == (1, 2, 16)
+    assert stats.grad_norm > 0
     assert split.consumed == {t.rollout_id for g in groups for t in g}
     steps = {int(s["step"]) for s in split.optimizer.state_dict()["state"].values()}
     assert steps == {2}
