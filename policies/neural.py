@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["Decoding", "NeuralPolicy", "Sample", "generate"]
+__all__ = ["Decoding", "JoiningPolicy", "NeuralPolicy", "Sample", "generate"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -103,6 +103,25 @@ class NeuralPolicy(Protocol):
 
     def load_state_dict(self, state: Mapping[str, torch.Tensor], version: int) -> None:
         """Replace the weights; later tokens are tagged with `version`."""
+        ...
+
+
+@runtime_checkable
+class JoiningPolicy(Protocol):
+    """A policy whose running batch can take new prompts between two `advance` calls
+    (continuous batching): the generator then need not wait for a batch's longest sequence."""
+
+    def join(
+        self,
+        decoding: Decoding,
+        keep: Sequence[int],
+        prompts: Sequence[Sequence[int]],
+        *,
+        seed: int | None = None,
+    ) -> Decoding:
+        """A decoding of rows `keep` of `decoding` (in that order, each carrying on where it
+        was), then one new row per prompt (its prompt run and first token sampled). Every
+        other row is dropped; `decoding` must not be used afterwards."""
         ...
 
 

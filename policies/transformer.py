@@ -288,12 +288,73 @@ class TransformerPolicy:
         return state
 
     @torch.inference_mode()
+    def join(
+        self,
+        decoding: object,
+        keep: Sequence[int],
+        prompts: Sequence[Sequence[int]],
+        *,
+        seed: int | None = None,
+    ) -> _Decoding:
+        """Continuous batching (`policies.neural.JoiningPolicy`): rows `keep` of `decoding`,
+        then the new prompts. Each row's keys sit in the cache at slots of the batch's shared
+        timeline; positions are each sequence's own (rotary), so a row's slots can move
+        without changing what it attends to. The kept rows' keys and the new rows' prompt
+        keys are copied right-aligned into a cache with room for `max_new_tokens` more."""
+        old = _checked(decoding)
+        if not prompts:
+            raise ValueError("join needs at least one prompt")
+        if len(set(keep)) != len(keep) or not all(0 <= i < old.size for i in keep):
+            raise ValueError(f"keep: rows must be distinct and in 0..{old.size - 1}")
+        new = self.start(
+            prompts, max_new_tokens=old.max_new_tokens, temperature=old.temperature, seed=seed
+        )
+        dev = self._device
+        rows = torch.tensor(list(keep), dtype=torch.long, device=dev)
+        valid_old = old.key_valid[rows, : old.filled]
+        # The kept rows' slots before their first real key hold nothing: leave them behind.
+        used = valid_old.any(0).nonzero()
+        first = int(used[0]) if len(keep) and len(used) else old.filled
+        span_old, span_new = old.filled - first, new.filled
+        span = max(span_old, span_new)
+        capacity = span + old.max_new_tokens
+        n_keep, n = len(keep), len(keep) + new.size
+        key_valid = torch.zeros(n, capacity, dtype=torch.bool, device=dev)
+        key_valid[:n_keep, span - span_old : span] = valid_old[:, first:]
+        key_valid[n_keep:, span - span_new : span] = new.key_valid[:, :span_new]
+
+        def merged(kept: torch.Tensor | None, fresh: torch.Tensor | None) -> torch.Tensor:
+            if kept is None or fresh is None:  # pragma: no cover - `start` writes every layer
+                raise RuntimeError("a decoding's cache was never written")
+            out = fresh.new_zeros(n, fresh.shape[1], capacity, fresh.shape[3])
+            out[:n_keep, :, span - span_old : span] = kept[rows, :, first : old.filled]
+            out[n_keep:, :, span - span_new : span] = fresh[:, :, :span_new]
+            return out
+
+        cache = [
+            _LayerCache(capacity, merged(a.k, b.k), merged(a.v, b.v))
+            for a, b in zip(old.cache, new.cache, strict=True)
+        ]
+        return _Decoding(
+            cache=cache,
+            key_valid=key_valid,
+            filled=span,
+            next_pos=torch.cat([old.next_pos[rows], new.next_pos]),
+            last=torch.cat([old.last[rows], new.last]),
+            finished=torch.cat([old.finished[rows], new.finished]),
+            tokens=torch.cat([old.tokens[rows], new.tokens]),
+            logprobs=torch.cat([old.logprobs[rows], new.logprobs]),
+            made=torch.cat([old.made[rows], new.made]),
+            versions=[old.versions[i] for i in keep] + new.versions,
+            max_new_tokens=old.max_new_tokens,
+            temperature=old.temperature,
+            generator=old.generator if old.generator is not None else new.generator,
+            rows=torch.arange(n, device=dev),
+        )
+
+    @torch.inference_mode()
     def advance(self, decoding: object, steps: int) -> int:
-        state = decoding
-        if not isinstance(state, _Decoding):
-            raise TypeError(
-                f"not a decoding started by TransformerPolicy: {type(decoding).__name__}"
-            )
+        state = _checked(decoding)
         if state.done:
             return 0
         # On a GPU a host read per step would stall the pipeline, so a batch that finishes
@@ -401,6 +462,12 @@ class TransformerPolicy:
     def load_state_dict(self, state: Mapping[str, torch.Tensor], version: int) -> None:
         self.model.load_state_dict(dict(state))
         self._version = version
+
+
+def _checked(decoding: object) -> _Decoding:
+    if not isinstance(decoding, _Decoding):
+        raise TypeError(f"not a decoding started by TransformerPolicy: {type(decoding).__name__}")
+    return decoding
 
 
 def param_count_label(policy: TransformerPolicy) -> str:

@@ -90,3 +90,52 @@ def test_finished_rows_can_be_read_before_the_batch_ends() -> None:
         seen.update(zip(fresh, decoding.samples(fresh), strict=True))
     assert sorted(seen) == list(range(len(prompts)))
     assert [seen[i] for i in range(len(prompts))] == whole  # read early, nothing changed after
+
+
+def _alone(policy: TransformerPolicy, prompt: list[int]) -> Sample:
+    return generate(policy, [prompt], max_new_tokens=12, temperature=0)[0]
+
+
+def test_a_sequence_joined_mid_batch_decodes_as_it_would_alone() -> None:
+    policy = tiny_policy()
+    running = [[257, 97, 97, 97, 97, 97, 97, 61], [257, 98, 61], [257, 101, 102, 61]]
+    late = [[257, 99, 61], [257, *[100] * 14, 61]]  # shorter, and longer, than the timeline
+    later = [[257, 103, 104, 105, 61]]
+    decoding = policy.start(running, max_new_tokens=12, temperature=0)
+    policy.advance(decoding, 5)
+    # Keep rows 2 and 1 (in that order); drop row 0, the longest prompt, unfinished: the
+    # merged cache leaves its slots behind.
+    joined = policy.join(decoding, [2, 1], late)
+    policy.advance(joined, 3)
+    joined = policy.join(joined, [0, 2, 3], later)  # drops the first joiner mid-decode
+    while not joined.done:
+        policy.advance(joined, 4)
+    expected = [running[2], late[0], late[1], later[0]]
+    for sample, prompt in zip(joined.samples(), expected, strict=True):
+        alone = _alone(policy, prompt)
+        assert sample.tokens == alone.tokens
+        assert sample.logprobs == pytest.approx(alone.logprobs, abs=1e-5)
+        assert len(sample.versions) == len(sample.tokens)
+
+
+def test_joining_to_nothing_kept_is_a_fresh_start_and_bad_joins_are_refused() -> None:
+    policy = tiny_policy()
+    decoding = policy.start([[257, 98, 61]], max_new_tokens=12, temperature=0)
+    policy.advance(decoding, 3)
+    fresh = policy.join(decoding, [], [[257, 99, 61]])
+    assert fresh.filled == 3  # the dropped row's slots were left behind
+    while not fresh.done:
+        policy.advance(fresh, 8)
+    [sample], alone = fresh.samples(), _alone(policy, [257, 99, 61])
+    assert sample.tokens == alone.tokens
+    assert sample.logprobs == pytest.approx(alone.logprobs, abs=1e-5)
+    with pytest.raises(ValueError, match="keep: rows must be distinct"):
+        policy.join(policy.start([[257, 98]], max_new_tokens=4), [0, 0], [[257]])
+    with pytest.raises(ValueError, match=r"keep: rows must be distinct and in 0\.\.0"):
+        policy.join(policy.start([[257, 98]], max_new_tokens=4), [1], [[257]])
+    with pytest.raises(ValueError, match="at least one prompt"):
+        policy.join(policy.start([[257, 98]], max_new_tokens=4), [0], [])
+    with pytest.raises(ValueError, match="max_len"):
+        policy.join(policy.start([[257, 98]], max_new_tokens=10), [0], [[257] * 60])
+    with pytest.raises(TypeError, match="not a decoding started by TransformerPolicy"):
+        policy.join(object(), [], [[257]])
