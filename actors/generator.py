@@ -8,7 +8,10 @@ sequences in flight carry on with the new weights, and every token keeps the ver
 behaviour log-probability it was sampled with. A sequence that has finished is answered at
 the end of the chunk it finished in, not when the whole batch has: its episode can run its
 tests while the batch's longest sequences decode. Requests arriving during a batch wait for the
-next one (static batching: simple, and on one device the batch stays full under load).
+next one (static batching: simple, and on one device the batch stays full under load), or,
+with `continuous` and a policy that can (`policies.neural.JoiningPolicy`), join the running
+batch at the next chunk boundary, in the rows its answered sequences left (continuous
+batching: a request no longer waits for the longest sequence of the batch before it).
 
 `GeneratorClient` is how an episode asks (with a deadline); `ModelActionSource` adapts it to the
 `SandboxWorker`'s `ActionSource` seam.
@@ -28,7 +31,7 @@ import anyio.to_thread
 
 from actors.rollouts import RolloutRequest
 from actors.sandbox_worker import Action
-from policies.neural import Decoding, NeuralPolicy, Sample
+from policies.neural import Decoding, JoiningPolicy, NeuralPolicy, Sample
 from policies.staleness import StalenessBook
 from policies.tokenizer import ByteTokenizer
 from runtime import Actor, ActorRef, Message, handler
@@ -67,8 +70,11 @@ class GeneratorConfig:
     compute_timeout_s: float = 120.0
     seed: int = 0
     #: Answer a sequence at the end of the chunk it finished in (False: when its whole batch
-    #: has; scripts/bench_early_reply.py compares the two).
+    #: has; scripts/bench_batching.py compares the two).
     answer_early: bool = True
+    #: Let waiting requests join the running batch between two chunks (continuous batching);
+    #: needs a `JoiningPolicy` and answers sequences early.
+    continuous: bool = False
 
 
 class _Reply:
@@ -112,6 +118,7 @@ class GeneratorStatistics:
     compute_s: float
     mean_occupancy: float
     switches_mid_batch: int
+    joins: int = 0  # requests that joined a running batch (continuous batching)
 
 
 @dataclasses.dataclass
@@ -143,6 +150,10 @@ class Generator(Actor):
     def __init__(self, policy: NeuralPolicy, config: GeneratorConfig | None = None) -> None:
         self.policy = policy
         self.config = config or GeneratorConfig()
+        if self.config.continuous and not isinstance(policy, JoiningPolicy):
+            raise TypeError(
+                f"continuous batching needs a policy with `join`; {type(policy).__name__} has none"
+            )
         self._pending: collections.deque[tuple[float, GenerateRequest]] = collections.deque()
         self._running: _Batch | None = None
         self._scheduled = False
@@ -152,11 +163,13 @@ class Generator(Actor):
         self._compute_s = 0.0
         self._occupancy_sum = 0.0
         self._mid_batch = 0
+        self._joined = 0
         self._first_batch_at: float | None = None
 
     async def on_start(self) -> None:
         metrics = self.system.metrics
         self._m_tokens = metrics.counter("generator.tokens")
+        self._m_joins = metrics.counter("generator.joins")
         self._m_occupancy = metrics.histogram("generator.batch_occupancy")
         self._m_compute = metrics.histogram("generator.compute_s")
         metrics.gauge("generator.version", lambda: float(self.policy.version))
@@ -232,6 +245,8 @@ class Generator(Actor):
             occupancy = len(batch) / self.config.max_batch
             self._occupancy_sum += occupancy
             self._m_occupancy.record(occupancy)
+        elif self.config.continuous and self._pending:
+            await self._join(self._running)
         running = self._running
         try:
             made = await self._compute(
@@ -251,6 +266,34 @@ class Generator(Actor):
             running.answer_finished()
         self._schedule()
 
+    async def _join(self, running: _Batch) -> None:
+        """Answer the running batch's finished rows, then fill their places with waiting
+        requests. A failed join fails only the joiners: the running rows carry on."""
+        running.answer_finished()
+        keep = [i for i in range(running.decoding.size) if i not in running.answered]
+        room = self.config.max_batch - len(keep)
+        if room <= 0:
+            return
+        joining = [self._pending.popleft()[1] for _ in range(min(room, len(self._pending)))]
+        self._seq += 1
+        policy = self.policy
+        assert isinstance(policy, JoiningPolicy)  # checked at construction
+        try:
+            decoding = await self._compute(
+                policy.join,
+                running.decoding,
+                keep,
+                [r.prompt for r in joining],
+                seed=self.config.seed * 1_000_003 + self._seq,
+            )
+        except Exception as exc:
+            self._fail(joining, exc)
+            return
+        self._running = _Batch(decoding, [running.requests[i] for i in keep] + joining)
+        self._joined += len(joining)
+        self._m_joins.inc(len(joining))
+        self._m_occupancy.record((len(keep) + len(joining)) / self.config.max_batch)
+
     @handler
     def get_statistics(self, msg: GetGeneratorStatistics) -> GeneratorStatistics:
         return GeneratorStatistics(
@@ -262,6 +305,7 @@ class Generator(Actor):
             compute_s=self._compute_s,
             mean_occupancy=self._occupancy_sum / self._batches if self._batches else 0.0,
             switches_mid_batch=self._mid_batch,
+            joins=self._joined,
         )
 
     # -- plumbing --------------------------------------------------------------------------------

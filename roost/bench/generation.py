@@ -80,10 +80,18 @@ async def run_episodes(
     turns: int,
     config: GeneratorConfig,
     between_turns_s: float = 0.0,
+    *,
+    spread: float = 0.0,
+    seed: int = 0,
 ) -> EpisodeRun:
     """One concurrent episode per prompt, each asking the `Generator` actor for `turns`
     completions through a `GeneratorClient`, waiting `between_turns_s` after each (a
-    stand-in for a sandbox's time, spent in other processes)."""
+    stand-in for a sandbox's time, spent in other processes). With `spread` in [0, 1] each
+    wait is drawn uniformly from `between_turns_s` * [1 - spread, 1 + spread] (seeded), so
+    that the episodes drift apart as real tests' times make them."""
+    if not 0.0 <= spread <= 1.0:
+        raise ValueError(f"spread: must be in [0, 1], got {spread}")
+    rng = random.Random(seed)
     tokens = 0
     async with ActorSystem(lag_interval=0.1) as system:
         generator = system.spawn(
@@ -100,7 +108,7 @@ async def run_episodes(
                 latency.record(time.perf_counter() - asked)
                 tokens += len(sample.tokens)
                 if between_turns_s > 0:
-                    await anyio.sleep(between_turns_s)
+                    await anyio.sleep(between_turns_s * (1 + spread * rng.uniform(-1, 1)))
 
         started = time.perf_counter()
         async with anyio.create_task_group() as group:

@@ -233,6 +233,11 @@ class GeneratorSection(_Section):
     max_batch: int = 128
     max_wait_s: float = 0.02
     chunk_tokens: int = 8
+    #: Continuous batching: waiting requests join the running batch between two chunks
+    #: instead of waiting for it to end. Off by default: on 2 CPU cores each join's prompt
+    #: pass stalls the batch for more than the wait it saves (docs/benchmarks.md, "The
+    #: generator's batching"); a GPU's prompt passes are cheap.
+    continuous: bool = False
 
     def __post_init__(self) -> None:
         _positive("max_batch", self.max_batch)

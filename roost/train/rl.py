@@ -181,6 +181,7 @@ class RLPhase:
                     max_new_tokens=cfg.model.max_new_tokens,
                     temperature=cfg.model.temperature,
                     chunk_tokens=cfg.generator.chunk_tokens,
+                    continuous=cfg.generator.continuous,
                     seed=cfg.seed * 1009 + self.segment,
                 ),
             ),

@@ -11,14 +11,16 @@ import pytest
 import torch
 
 from actors.generator import (
+    GenerateRequest,
     GenerationError,
     Generator,
     GeneratorClient,
     GeneratorConfig,
     GetGeneratorStatistics,
     WeightsPublished,
+    _Reply,
 )
-from policies.neural import Sample
+from policies.neural import Sample, generate
 from runtime import ActorSystem
 from tests.learning._tiny import REAL, GatedPolicy, prompts, tiny_policy
 
@@ -184,3 +186,42 @@ async def test_a_finished_sequence_is_answered_before_its_batch_ends() -> None:
             policy.release.set()
     assert len(answers["short"].tokens) == 3
     assert len(answers["long"].tokens) == 20
+
+
+async def test_continuous_batching_joins_a_waiting_request_to_the_running_batch() -> None:
+    policy = GatedPolicy(seed=0)
+    config = GeneratorConfig(
+        max_batch=4, max_wait_s=0.0, max_new_tokens=40, temperature=0, continuous=True
+    )
+    first, second = [257, 120, 61], [257, 99, 100, 101, 61]
+    async with ActorSystem(lag_interval=None) as system:
+        gen = system.spawn(lambda: Generator(policy, config), name="generator")
+        client = GeneratorClient(gen, timeout_s=30)
+        answers: dict[str, Sample] = {}
+
+        async def ask(name: str, prompt: list[int]) -> None:
+            answers[name] = await client.generate(prompt)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask, "first", first)
+            await anyio.to_thread.run_sync(policy.entered.wait, 30)  # its first chunk runs
+            # The second request is in the mailbox once `tell` returns; the batch is held.
+            reply = _Reply()
+            await gen.tell(GenerateRequest(prompt=second, reply=reply))
+            policy.release.set()
+            with anyio.fail_after(30):
+                await reply.event.wait()
+            assert reply.sample is not None
+            answers["second"] = reply.sample
+        stats = await gen.ask(GetGeneratorStatistics(), timeout=10)
+    # One batch: the second request joined it instead of waiting for it to end.
+    assert (stats.batches, stats.joins) == (1, 1)
+    for name, prompt in (("first", first), ("second", second)):
+        alone = generate(tiny_policy(seed=0), [prompt], max_new_tokens=40, temperature=0)[0]
+        assert answers[name].tokens == alone.tokens
+        assert answers[name].logprobs == pytest.approx(alone.logprobs, abs=1e-5)
+
+
+async def test_continuous_batching_needs_a_policy_that_can_join() -> None:
+    with pytest.raises(TypeError, match="continuous batching needs a policy with `join`"):
+        Generator(_ScriptedPolicy(), GeneratorConfig(continuous=True))  # type: ignore[arg-type]

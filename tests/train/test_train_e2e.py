@@ -155,6 +155,23 @@ async def test_sync_run_never_trains_a_stale_sample(
     assert set(learner["staleness"]) == {"0"}
 
 
+async def test_a_run_with_continuous_batching_trains_and_loses_nothing(
+    tiny_config: TrainConfig, tmp_path: Path
+) -> None:
+    import msgspec
+
+    generator = msgspec.structs.replace(tiny_config.generator, continuous=True)
+    config = msgspec.structs.replace(tiny_config, generator=generator)
+    out = tmp_path / "run"
+    summary = await train(config, out)
+    assert summary["versions"] >= config.rl.max_versions
+    assert summary["requested"] == summary["scored"] + summary["failed"] + summary["cancelled"]
+    assert summary["failed"] == 0
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    # Requests joined running batches (the tiny run's episodes drift apart at once).
+    assert max(line.get("generator.joins", 0) for line in lines) > 0
+
+
 async def test_the_control_trains_for_the_rl_phases_wall_time_not_the_sft_step_count(
     tiny_config: TrainConfig, tmp_path: Path
 ) -> None:
