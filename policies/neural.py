@@ -121,7 +121,8 @@ class JoiningPolicy(Protocol):
     ) -> Decoding:
         """A decoding of rows `keep` of `decoding` (in that order, each carrying on where it
         was), then one new row per prompt (its prompt run and first token sampled). Every
-        other row is dropped; `decoding` must not be used afterwards."""
+        other row is dropped. After a join that returns, use only the new decoding; a join
+        that raises must leave `decoding` as it was (the generator carries on with it)."""
         ...
 
 
