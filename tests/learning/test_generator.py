@@ -225,3 +225,33 @@ async def test_continuous_batching_joins_a_waiting_request_to_the_running_batch(
 async def test_continuous_batching_needs_a_policy_that_can_join() -> None:
     with pytest.raises(TypeError, match="continuous batching needs a policy with `join`"):
         Generator(_ScriptedPolicy(), GeneratorConfig(continuous=True))  # type: ignore[arg-type]
+
+
+async def test_a_failed_join_fails_only_the_joiner_and_the_batch_carries_on() -> None:
+    policy = GatedPolicy(seed=0)
+    config = GeneratorConfig(
+        max_batch=4, max_wait_s=0.0, max_new_tokens=40, temperature=0, continuous=True
+    )
+    first, too_long = [257, 120, 61], [257] * 40  # 40 + 40 new tokens > max_len 64
+    async with ActorSystem(lag_interval=None) as system:
+        gen = system.spawn(lambda: Generator(policy, config), name="generator")
+        client = GeneratorClient(gen, timeout_s=30)
+        answers: list[Sample] = []
+
+        async def ask() -> None:
+            answers.append(await client.generate(first))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask)
+            await anyio.to_thread.run_sync(policy.entered.wait, 30)
+            reply = _Reply()
+            await gen.tell(GenerateRequest(prompt=too_long, reply=reply))
+            policy.release.set()
+            with anyio.fail_after(30):
+                await reply.event.wait()
+        stats = await gen.ask(GetGeneratorStatistics(), timeout=10)
+    assert reply.error is not None
+    assert "max_len" in reply.error
+    assert stats.joins == 0
+    alone = generate(tiny_policy(seed=0), [first], max_new_tokens=40, temperature=0)[0]
+    assert [a.tokens for a in answers] == [alone.tokens]
