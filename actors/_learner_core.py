@@ -247,12 +247,11 @@ class LearnerCore:
         started = time.perf_counter()
         parts = split_groups(groups, self.config.minibatches) or [[]]
         losses: list[LossStats] = []
-        grad_norms: list[float] = []
-        imitation = 0.0
+        grad_norm = imitation = 0.0  # the steps' means, as the loss's
         for part in parts:
-            loss, grad_norm, imitated = self._optimizer_step(part)
+            loss, part_norm, imitated = self._optimizer_step(part)
             losses.append(loss)
-            grad_norms.append(grad_norm)
+            grad_norm += part_norm / len(parts)
             imitation += imitated / len(parts)
         self.version += 1
         # The model object outlives a learner restart: it must carry its own version.
@@ -263,7 +262,7 @@ class LearnerCore:
             version=self.version,
             samples=len(batch),
             reward_mean=sum(t.reward for t in batch) / max(1, len(batch)),
-            grad_norm=sum(grad_norms) / len(grad_norms),  # the steps' mean, as the loss's
+            grad_norm=grad_norm,
             seconds=time.perf_counter() - started,
             loss=combine_steps(losses),
             imitation_loss=imitation,

@@ -314,7 +314,7 @@ class TransformerPolicy:
         valid_old = old.key_valid[rows, : old.filled]
         # The kept rows' slots before their first real key hold nothing: leave them behind.
         used = valid_old.any(0).nonzero()
-        first = int(used[0]) if len(keep) and len(used) else old.filled
+        first = int(used[0]) if len(used) else old.filled  # none kept: nothing to carry
         span_old, span_new = old.filled - first, new.filled
         span = max(span_old, span_new)
         capacity = span + old.max_new_tokens
