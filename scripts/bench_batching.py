@@ -89,6 +89,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if not 0.0 <= args.spread <= 1.0:
+        parser.error(f"--spread: must be in [0, 1], got {args.spread}")
 
     policy = make_policy(ModelConfig(), seed=0)
     try:
