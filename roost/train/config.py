@@ -152,7 +152,7 @@ class SFTSection(_Section):
     # the same every run on a machine; the time budget is a cap for a slower one. With a time
     # budget alone the step count varied (801-852) and so did the checkpoint: level 2 ended
     # at 56.7 % in one run and 96.7 % in another. 1,000 steps, not 760: the model learns to
-    # copy a constant from the description late (the loss leaves its plateau near step 700),
+    # copy a constant from the description late (the loss leaves its plateau after step 600),
     # and at 760 it had done so in one seed of three on one machine (docs/training.md).
     time_budget_s: float = 330.0
     max_steps: int = 1000
