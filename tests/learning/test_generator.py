@@ -41,7 +41,7 @@ async def test_tokens_keep_the_version_that_sampled_them_across_a_switch() -> No
 
         async with anyio.create_task_group() as group:
             group.start_soon(ask)
-            await anyio.to_thread.run_sync(policy.entered.wait, 30)  # first chunk is running
+            assert await anyio.to_thread.run_sync(policy.entered.wait, 30)  # first chunk is running
             await gen.tell(WeightsPublished(version=1, state=new_weights))
             policy.release.set()
         stats = await gen.ask(GetGeneratorStatistics(), timeout=10)
@@ -204,7 +204,7 @@ async def test_continuous_batching_joins_a_waiting_request_to_the_running_batch(
 
         async with anyio.create_task_group() as group:
             group.start_soon(ask, "first", first)
-            await anyio.to_thread.run_sync(policy.entered.wait, 30)  # its first chunk runs
+            assert await anyio.to_thread.run_sync(policy.entered.wait, 30)  # its first chunk runs
             # The second request is in the mailbox once `tell` returns; the batch is held.
             reply = _Reply()
             await gen.tell(GenerateRequest(prompt=second, reply=reply))
@@ -243,7 +243,7 @@ async def test_a_failed_join_fails_only_the_joiner_and_the_batch_carries_on() ->
 
         async with anyio.create_task_group() as group:
             group.start_soon(ask)
-            await anyio.to_thread.run_sync(policy.entered.wait, 30)
+            assert await anyio.to_thread.run_sync(policy.entered.wait, 30)
             reply = _Reply()
             await gen.tell(GenerateRequest(prompt=too_long, reply=reply))
             policy.release.set()
