@@ -27,7 +27,7 @@ from actors.rollouts import RolloutFinished
 from policies.staleness import StalenessBook
 from roost.train.episode import EpisodeStore, EpisodeTurn
 from roost.train.records import StepRecord, TrajectoryRecord, TurnRecord
-from runtime import Actor, ActorRef, AskTimeoutError, Message, handler
+from runtime import Actor, ActorCrashedError, ActorRef, AskTimeoutError, Message, handler
 from tasks import Task
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
 ]
 
 NO_SIGNAL = "not trained: every rollout of its group had the same reward"
+LEARNER_GAVE_UP = "not trained: the learner crashed on its group every time it was redelivered"
 RATE_WINDOW = 256  # recent episodes behind the live pass rate and reward
 LEARNER_ASK_S = 1800.0  # a step (under its own deadline) and a publish
 
@@ -254,12 +255,7 @@ class Collector(Actor):
             # and backward pass and change nothing. Recorded, never trained on; the slots go
             # back to admission.
             self.counts.no_signal += len(rollouts)
-            for rollout_id in rollouts:
-                pending = self._pending.pop(rollout_id, None)
-                if pending is not None:
-                    await self.recorder.tell(_with(pending.record, reason=NO_SIGNAL))
-                self.book.settled(rollout_id, usable=False)
-                await self.learner.tell(RolloutSettled(rollout_id=rollout_id))
+            await self._settle_untrained(rollouts, NO_SIGNAL)
             return
         if not samples:
             return
@@ -273,9 +269,26 @@ class Collector(Actor):
             )
         except AskTimeoutError:
             self.log.error("learner_did_not_take_group", group=group_id)
+        except ActorCrashedError:
+            # The group crashed the learner more often than it is redelivered, so the learner
+            # gave up on it (a dead letter). Its rollouts are recorded and never trained on; a
+            # crash here instead would redeliver this message to a collector that has already
+            # let the group go.
+            self.log.error("learner_gave_up_on_group", group=group_id)
+            await self._settle_untrained(rollouts, LEARNER_GAVE_UP)
+            return
         for rollout_id in rollouts:
             self.book.settled(rollout_id, usable=True)
         await self.learner.tell(RolloutSettled(rollout_id=rollouts[0]))
+
+    async def _settle_untrained(self, rollouts: list[str], reason: str) -> None:
+        """Record these rollouts as never trained on, and give their slots back to admission."""
+        for rollout_id in rollouts:
+            pending = self._pending.pop(rollout_id, None)
+            if pending is not None:
+                await self.recorder.tell(_with(pending.record, reason=reason))
+            self.book.settled(rollout_id, usable=False)
+            await self.learner.tell(RolloutSettled(rollout_id=rollout_id))
 
     @handler
     async def learner_stepped(self, msg: LearnerStepped) -> None:

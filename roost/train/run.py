@@ -413,6 +413,9 @@ def _record_chaos(
         "restarts": stats.restarts,
         "redelivered": stats.redelivered,
         "dead_letters": stats.dead_letters,
+        # A message that crashed its actor more than `redeliver` times in a row is given up
+        # (a poison message): every injected crash is either redelivered or counted here.
+        "crashed_dead_letters": system.dead_letters.by_reason().get("crashed", 0),
     }
 
 

@@ -137,12 +137,12 @@ def _chaos_totals(progress: dict[str, Any]) -> dict[str, Any]:
     """Faults injected and crashes survived, summed over the segments of the run."""
     faults: collections.Counter[str] = collections.Counter()
     crashes: collections.Counter[str] = collections.Counter()
-    totals = {"restarts": 0, "redelivered": 0, "dead_letters": 0}
+    totals = {"restarts": 0, "redelivered": 0, "dead_letters": 0, "crashed_dead_letters": 0}
     for segment in progress.get("chaos_segments", {}).values():
         faults.update(segment["faults"])
         crashes.update(segment["crashes"])
         for key in totals:
-            totals[key] += int(segment[key])
+            totals[key] += int(segment.get(key, 0))  # absent in runs from older versions
     return {"faults": dict(faults), "crashes": dict(crashes), **totals}
 
 

@@ -21,6 +21,7 @@ import pytest
 from roost.train.config import CRASHABLE_ROLES, TrainConfig, load_train_config
 from roost.train.lineage import trace_lineage
 from roost.train.records import TrajectoryRecord
+from roost.train.rl import SURVIVE_CRASHES
 from roost.train.run import train
 from roost.train.rundir import RunDir
 from roost.train.summary import load_run_records
@@ -87,10 +88,13 @@ async def test_chaos_train_survives_every_fault_kind_on_the_process_backend(
         assert chaos["faults"][kind] > 0, f"{kind} was never injected: the test proves nothing"
     assert set(chaos["crashes"]) == CRASHABLE_ROLES
     assert all(n > 0 for n in chaos["crashes"].values())
-    # Each crash restarted its actor with its state, and handed it its message again.
+    # Each crash restarted its actor with its state and handed it its message again, unless
+    # that message had crashed it `redeliver` times in a row already: then it went to the dead
+    # letters as "crashed" (six injected crashes in a row happen in a few runs in a hundred).
     crashes = sum(chaos["crashes"].values())
     assert chaos["restarts"] == crashes
-    assert chaos["redelivered"] == crashes
+    assert chaos["redelivered"] + chaos["crashed_dead_letters"] == crashes
+    assert chaos["crashed_dead_letters"] * (SURVIVE_CRASHES["redeliver"] + 1) <= crashes
     # Failures are recorded with their reason, never silently dropped.
     records, _ = load_run_records(RunDir(out))
     reasons = collections.Counter(
