@@ -145,17 +145,21 @@ def grpo_loss(
     *,
     normaliser: float | None = None,
     relabelled: Sequence[bool] | None = None,
+    groups: Sequence[int] | None = None,
 ) -> tuple[torch.Tensor, LossStats]:
     """The loss to minimise for one batch (token-level mean over every completion token).
 
     `normaliser` replaces this batch's token count as the divisor: a micro-batch passes the
     whole batch's count, so that the gradients of its micro-batches add up to the batch's.
     A sample marked in `relabelled` has no behaviour log-probabilities for its prompt: the
-    current ones stand in, so its importance weight is 1.
+    current ones stand in, so its importance weight is 1. `groups` labels each sample's GRPO
+    group, whose prompts share their task's tokens (`NeuralPolicy.token_logprobs`).
     """
     dev = policy.device
     # 1. current log-probabilities (with gradient) and the padding mask
-    logp, mask = policy.token_logprobs(prompts, completions, temperature=config.temperature)
+    logp, mask = policy.token_logprobs(
+        prompts, completions, temperature=config.temperature, groups=groups
+    )
     width = logp.shape[1]
     behaviour = torch.tensor(
         [list(b) + [0.0] * (width - len(b)) for b in behaviour_logprobs], device=dev
@@ -188,7 +192,9 @@ def grpo_loss(
     kl_ref = torch.zeros((), device=dev)
     if config.kl_coef > 0 and reference is not None:
         with torch.no_grad():
-            ref, _ = reference.token_logprobs(prompts, completions, temperature=config.temperature)
+            ref, _ = reference.token_logprobs(
+                prompts, completions, temperature=config.temperature, groups=groups
+            )
         delta = ref - logp
         weight = sur.is_weight.clamp(max=correction.cap)  # pi_theta / mu, already computed
         kl_ref = (weight * (torch.exp(delta) - delta - 1) * mask).sum() / tokens

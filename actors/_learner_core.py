@@ -30,7 +30,7 @@ from actors._grpo import (
     split_groups,
 )
 from actors._imitation import ImitationBuffer, imitation_loss
-from policies.neural import NeuralPolicy
+from policies.neural import NeuralPolicy, use_threads
 from policies.staleness import make_correction
 
 # AdamW's constructor imports torch._dynamo lazily: about 3 s of pure-Python import that would
@@ -156,6 +156,11 @@ class LearnerConfig:
     # Padded tokens per forward pass: the batch is cut into micro-batches of similar length
     # (the same gradient, far less padding; docs/benchmarks.md).
     micro_batch_tokens: int = 4096
+    # Each group's prompt stem (its task's prompt) runs once per micro-batch and its rows
+    # attend to it: the same gradient, about half the compute (docs/benchmarks.md).
+    shared_stems: bool = True
+    # torch intra-op threads of the step (0: torch's default; `policies.neural.use_threads`).
+    threads: int = 0
     # Decay of an exponential moving average of the weights, updated after every step (0: none).
     # The iterates of a short RL phase swing by several held-out points from one version to
     # the next; their average is steadier and is what the caller evaluates (docs/learning.md).
@@ -245,6 +250,7 @@ class LearnerCore:
         """One version: `minibatches` optimizer steps on `groups` (each a GRPO group: samples
         of one task), split by group so that advantages stay within their group."""
         started = time.perf_counter()
+        use_threads(self.config.threads)
         parts = split_groups(groups, self.config.minibatches) or [[]]
         losses: list[LossStats] = []
         grad_norm = imitation = 0.0  # the steps' means, as the loss's
@@ -282,6 +288,7 @@ class LearnerCore:
         total = float(max(1, sum(len(t.completion) for t in batch)))
         parts: list[LossStats] = []
         lengths = [len(t.prompt) + len(t.completion) for t in batch]
+        group_of = [g for g, group in enumerate(groups) for _ in group]
         for chunk in micro_batches(lengths, self.config.micro_batch_tokens):
             loss, part = grpo_loss(
                 self.policy,
@@ -294,6 +301,7 @@ class LearnerCore:
                 self.reference,
                 normaliser=total,
                 relabelled=[batch[i].relabelled for i in chunk],
+                groups=[group_of[i] for i in chunk] if self.config.shared_stems else None,
             )
             loss.backward()  # type: ignore[no-untyped-call]  # gradients add up over chunks
             parts.append(part)

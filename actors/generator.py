@@ -31,7 +31,7 @@ import anyio.to_thread
 
 from actors.rollouts import RolloutRequest
 from actors.sandbox_worker import Action
-from policies.neural import Decoding, JoiningPolicy, NeuralPolicy, Sample
+from policies.neural import Decoding, JoiningPolicy, NeuralPolicy, Sample, use_threads
 from policies.staleness import StalenessBook
 from policies.tokenizer import ByteTokenizer
 from runtime import Actor, ActorRef, Message, handler
@@ -75,6 +75,8 @@ class GeneratorConfig:
     #: Let waiting requests join the running batch between two chunks (continuous batching);
     #: needs a `JoiningPolicy` and answers sequences early.
     continuous: bool = False
+    #: torch intra-op threads of the model calls (0: torch's default; `use_threads`).
+    threads: int = 0
 
 
 class _Reply:
@@ -345,6 +347,7 @@ class Generator(Actor):
     async def _compute(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         def call() -> T:
             with self._lock:
+                use_threads(self.config.threads)
                 return fn(*args, **kwargs)
 
         started = time.perf_counter()

@@ -14,7 +14,23 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["Decoding", "JoiningPolicy", "NeuralPolicy", "Sample", "generate"]
+__all__ = ["Decoding", "JoiningPolicy", "NeuralPolicy", "Sample", "generate", "use_threads"]
+
+#: torch's intra-op thread count as the process started (on a CPU: one per core).
+DEFAULT_THREADS = torch.get_num_threads()
+
+
+def use_threads(threads: int) -> None:
+    """Run this thread's model compute on `threads` intra-op threads (0: `DEFAULT_THREADS`).
+
+    OpenMP keeps the count per calling thread, and worker threads are reused from phase to
+    phase, so every model call sets its own. Two models computing at once (the RL phase's
+    generator and learner) on a CPU each want a share of the cores: each at the default
+    runs twice as many spinning OpenMP threads as there are cores (docs/benchmarks.md).
+    """
+    wanted = threads or DEFAULT_THREADS
+    if torch.get_num_threads() != wanted:
+        torch.set_num_threads(wanted)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,10 +104,13 @@ class NeuralPolicy(Protocol):
         completions: Sequence[Sequence[int]],
         *,
         temperature: float = 1.0,
+        groups: Sequence[int] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probabilities of `completions` given `prompts`, differentiable.
 
         Returns (logprobs, mask), both [batch, longest completion]; mask is 1.0 on real tokens.
+        `groups` labels prompts that begin alike (a GRPO group's: its task's prompt), so that
+        a policy may compute what they share once; the result is the same function.
         """
         ...
 

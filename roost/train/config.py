@@ -213,9 +213,13 @@ class LearnerSection(_Section):
     #: Skip GRPO groups whose rewards are all equal: their advantages are zero, so a step on
     #: them costs a full pass and teaches nothing (recorded, not trained on).
     skip_equal_reward_groups: bool = True
+    #: torch intra-op threads of the learner's steps (0: on a CPU half the cores, since the
+    #: generator computes at the same time; on a GPU torch's default).
+    threads: int = 0
 
     def __post_init__(self) -> None:
         _non_negative("k", self.k)
+        _non_negative("threads", self.threads)
         _positive("batch_size", self.batch_size)
         _positive("minibatches", self.minibatches)
         _positive("lr", self.lr)
@@ -240,9 +244,14 @@ class GeneratorSection(_Section):
     #: pass stalls the batch for more than the wait it saves (docs/benchmarks.md, "The
     #: generator's batching"); a GPU's prompt passes are cheap.
     continuous: bool = False
+    #: torch intra-op threads of the model calls during RL (0: on a CPU half the cores, since
+    #: the learner computes at the same time; on a GPU torch's default). Both at the default
+    #: would run twice as many spinning OpenMP threads as there are cores.
+    threads: int = 0
 
     def __post_init__(self) -> None:
         _positive("max_batch", self.max_batch)
+        _non_negative("threads", self.threads)
         _non_negative("max_wait_s", self.max_wait_s)
         _positive("chunk_tokens", self.chunk_tokens)
 

@@ -21,7 +21,7 @@ import anyio
 import anyio.to_thread
 import structlog
 
-from policies.neural import NeuralPolicy, generate
+from policies.neural import NeuralPolicy, Sample, generate, use_threads
 from policies.tokenizer import ByteTokenizer
 from roost.train.episode import encode_prompt
 from roost.train.task_source import first_prompt, revision_prompt
@@ -37,6 +37,20 @@ _log = structlog.get_logger("roost.train.eval")
 GENERATE_BATCH = 64
 LEASE_TIMEOUT_S = 120.0
 COMPUTE_TIMEOUT_S = 600.0
+
+
+def _generate_on_every_core(
+    policy: NeuralPolicy,
+    prompts: list[list[int]],
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    seed: int,
+) -> list[Sample]:
+    use_threads(0)  # nothing else computes during an evaluation
+    return generate(
+        policy, prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
+    )
 
 
 async def evaluate_heldout(
@@ -137,7 +151,7 @@ async def _episodes(
         texts: list[str] = []
         for start in range(0, len(ids), GENERATE_BATCH):
             call = functools.partial(
-                generate,
+                _generate_on_every_core,
                 policy,
                 ids[start : start + GENERATE_BATCH],
                 max_new_tokens=max_new_tokens,

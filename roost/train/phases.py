@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from policies.neural import use_threads
 from policies.sft import SFTConfig, SFTResult, sft
 from policies.transformer import TransformerConfig, TransformerPolicy
 from roost.train.config import ModelConfig, SFTSection
@@ -102,6 +103,7 @@ def run_sft(
 
     shuffled = list(pairs)
     random.Random(seed).shuffle(shuffled)
+    use_threads(0)  # every core, in whichever worker thread (the control runs after RL)
     return sft(
         policy,
         shuffled,

@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import structlog
+import torch
 
 from actors._grpo import LossConfig
 from actors.generator import Generator, GeneratorClient, GeneratorConfig
@@ -24,6 +25,7 @@ from actors.learner import Checkpoint, GetLearnerStatistics, Learner, LearnerCon
 from actors.recorder import Flush
 from actors.rollouts import RolloutRequest
 from actors.scheduler import GetStatistics, SandboxFreed, Scheduler, SchedulerConfig
+from policies.neural import DEFAULT_THREADS
 from policies.scheduling import make_policy as make_scheduling_policy
 from policies.transformer import TransformerPolicy
 from roost.chaos.docker_daemon import DockerRestartError, restart_docker_daemon
@@ -56,6 +58,15 @@ ASK_TIMEOUT_S = 600.0
 #: idempotent), so a crash loses nothing. A message that crashes an actor this many times in
 #: a row is a bug, not bad luck: it goes to the dead letters.
 SURVIVE_CRASHES: dict[str, Any] = {"keep_state": True, "redeliver": 5}
+
+
+def rl_threads(configured: int) -> int:
+    """Intra-op threads of the generator's or the learner's model compute during RL: as
+    configured; else, on a CPU, half of torch's default each (the two compute at once: measured
+    in docs/benchmarks.md); on a GPU, torch's default (0)."""
+    if configured or torch.cuda.is_available():
+        return configured
+    return max(1, DEFAULT_THREADS // 2)
 
 
 @dataclasses.dataclass
@@ -182,6 +193,7 @@ class RLPhase:
                     temperature=cfg.model.temperature,
                     chunk_tokens=cfg.generator.chunk_tokens,
                     continuous=cfg.generator.continuous,
+                    threads=rl_threads(cfg.generator.threads),
                     seed=cfg.seed * 1009 + self.segment,
                 ),
             ),
@@ -209,6 +221,7 @@ class RLPhase:
             imitation_coef=cfg.learner.imitation_coef,
             imitation_capacity=cfg.learner.imitation_capacity,
             imitation_batch=cfg.learner.imitation_batch,
+            threads=rl_threads(cfg.learner.threads),
             seed=cfg.seed,
         )
 

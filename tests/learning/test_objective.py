@@ -177,7 +177,11 @@ class _FixedLogprobs:
         self.logp = logp
 
     def token_logprobs(
-        self, prompts: object, completions: object, temperature: float = 1.0
+        self,
+        prompts: object,
+        completions: object,
+        temperature: float = 1.0,
+        groups: object = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         return self.logp, torch.ones_like(self.logp)
 

@@ -139,3 +139,16 @@ def test_joining_to_nothing_kept_is_a_fresh_start_and_bad_joins_are_refused() ->
         policy.join(policy.start([[257, 98]], max_new_tokens=10), [0], [[257] * 60])
     with pytest.raises(TypeError, match="not a decoding started by TransformerPolicy"):
         policy.join(object(), [], [[257]])
+
+
+def test_repeated_prompts_share_one_prompt_pass_and_still_sample_apart() -> None:
+    policy = tiny_policy()
+    task, other = [257, 98, 61, 99], [257, 97, 97, 61]
+    alone = generate(policy, [task], max_new_tokens=8, temperature=0)[0]
+    greedy = generate(policy, [task, other, task, task], max_new_tokens=8, temperature=0)
+    for row in (0, 2, 3):  # each copy decodes as the prompt alone does
+        assert greedy[row].tokens == alone.tokens
+        assert greedy[row].logprobs == pytest.approx(alone.logprobs, abs=1e-5)
+    assert greedy[1].tokens == generate(policy, [other], max_new_tokens=8, temperature=0)[0].tokens
+    sampled = generate(policy, [task] * 8, max_new_tokens=8, temperature=1.0, seed=1)
+    assert len({tuple(s.tokens) for s in sampled}) > 1  # one pass, eight independent draws
