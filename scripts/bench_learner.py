@@ -34,7 +34,7 @@ from tasks.procedural import ProceduralTasks
 WRONG = "    return (x * 3) + 4\n"
 
 
-def _batch(
+def default_run_batch(
     rng: random.Random, tasks: ProceduralTasks, enc: Callable[..., list[int]]
 ) -> list[list[Trajectory]]:
     groups = []
@@ -79,7 +79,7 @@ def main() -> None:
     model = TransformerConfig(d_model=192, n_layers=4, n_heads=4, max_len=512)  # the default
     probe = TransformerPolicy(model, seed=0)
     tasks = ProceduralTasks(seed=0, max_level=3)
-    batches = [_batch(rng, tasks, probe.tokenizer.encode) for _ in range(args.repeats)]
+    batches = [default_run_batch(rng, tasks, probe.tokenizer.encode) for _ in range(args.repeats)]
     budget = LearnerConfig().micro_batch_tokens
     arms = {
         "one padded pass": (1 << 30, False),
