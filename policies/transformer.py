@@ -597,29 +597,30 @@ class TransformerPolicy:
         after = [_AfterStem(layer.k[rows], layer.v[rows]) for layer in kept]
         with self._autocast():
             logits = self.model(tokens, positions, key_valid, after, width)
-        # Completion token j of row i is predicted at its rest's index len(prompt) - start + j - 1
-        # (>= 0: a stem leaves every prompt at least one token of its own).
-        at_row, at_col, out_row, out_col, target = [], [], [], [], []
+        # Completion token j of row i is predicted at index len(prompt) - start + j - 1 of its
+        # rest (>= 0: a stem leaves every prompt at least one token of its own).
+        # Token j of row i's completion: predicted at (i, first + j), written at (i, j).
+        row: list[int] = []
+        at: list[int] = []
+        col: list[int] = []
+        target: list[int] = []
         for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
             first = len(p) - starts[i] - 1
-            for j, token in enumerate(c):
-                at_row.append(i)
-                at_col.append(first + j)
-                out_row.append(i)
-                out_col.append(j)
-                target.append(token)
+            row += [i] * len(c)
+            at += range(first, first + len(c))
+            col += range(len(c))
+            target += c
         longest = max(max((len(c) for c in completions), default=0), 1)
         out = torch.zeros(len(prompts), longest, device=dev)
         mask = torch.zeros(len(prompts), longest, device=dev)
-        if at_row:
+        if row:
             scale = temperature if temperature > 0 else 1.0
-            picked = logits[torch.tensor(at_row, device=dev), torch.tensor(at_col, device=dev)]
-            logp = torch.log_softmax(picked / scale, dim=-1)
+            rows_t = torch.tensor(row, device=dev)
+            logp = torch.log_softmax(logits[rows_t, torch.tensor(at, device=dev)] / scale, dim=-1)
             wanted = torch.tensor(target, device=dev).clamp(max=self.config.vocab_size - 1)
             chosen = logp.gather(1, wanted.unsqueeze(1)).squeeze(1)
-            index = (torch.tensor(out_row, device=dev), torch.tensor(out_col, device=dev))
-            out = out.index_put(index, chosen)
-            mask[out_row, out_col] = 1.0
+            out = out.index_put((rows_t, torch.tensor(col, device=dev)), chosen)
+            mask[row, col] = 1.0
         return out, mask
 
     def parameters(self) -> Iterator[nn.Parameter]:
