@@ -28,9 +28,9 @@ def use_threads(threads: int) -> None:
     generator and learner) on a CPU each want a share of the cores: each at the default
     runs twice as many spinning OpenMP threads as there are cores (docs/benchmarks.md).
     """
-    wanted = threads or DEFAULT_THREADS
-    if torch.get_num_threads() != wanted:
-        torch.set_num_threads(wanted)
+    # Always set (a fraction of a microsecond): `get_num_threads` can report a count other
+    # than the one a fresh thread's OpenMP runs with, so it is no test of what is in force.
+    torch.set_num_threads(threads or DEFAULT_THREADS)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
