@@ -519,11 +519,8 @@ class TransformerPolicy:
         dev = self._device
         pad = self.tokenizer.pad
         seqs = [list(p) + list(c) for p, c in zip(prompts, completions, strict=True)]
-        width = max(len(s) for s in seqs)
-        tokens = torch.tensor([s + [pad] * (width - len(s)) for s in seqs], device=dev)
-        valid = torch.tensor(
-            [[True] * len(s) + [False] * (width - len(s)) for s in seqs], device=dev
-        )
+        tokens, valid = _right_padded(seqs, pad, dev)
+        width = tokens.shape[1]
         positions = torch.arange(width, device=dev).expand(len(seqs), width)
         with self._autocast():
             logits = self.model(tokens, positions, valid)
@@ -562,11 +559,8 @@ class TransformerPolicy:
         fraction of the cost when a GRPO group's eight prompts are one."""
         dev = self._device
         pad = self.tokenizer.pad
-        width = max(len(stem) for stem in stems)
-        stem_tokens = torch.tensor([list(t) + [pad] * (width - len(t)) for t in stems], device=dev)
-        stem_valid = torch.tensor(
-            [[True] * len(t) + [False] * (width - len(t)) for t in stems], device=dev
-        )
+        stem_tokens, stem_valid = _right_padded(stems, pad, dev)
+        width = stem_tokens.shape[1]
         kept = [_KeepKeys() for _ in range(self.config.n_layers)]
         with self._autocast():
             self.model(
@@ -579,18 +573,10 @@ class TransformerPolicy:
         rests = [
             list(p[n:]) + list(c) for p, c, n in zip(prompts, completions, starts, strict=True)
         ]
-        rest_width = max(len(r) for r in rests)
-        tokens = torch.tensor([r + [pad] * (rest_width - len(r)) for r in rests], device=dev)
+        tokens, rest_valid = _right_padded(rests, pad, dev)
+        rest_width = tokens.shape[1]
         rows = torch.tensor(list(which), device=dev)
-        key_valid = torch.cat(
-            [
-                stem_valid[rows],
-                torch.tensor(
-                    [[True] * len(r) + [False] * (rest_width - len(r)) for r in rests], device=dev
-                ),
-            ],
-            dim=1,
-        )
+        key_valid = torch.cat([stem_valid[rows], rest_valid], dim=1)
         positions = torch.tensor(starts, device=dev).unsqueeze(1) + torch.arange(
             rest_width, device=dev
         )
@@ -635,6 +621,18 @@ class TransformerPolicy:
     def load_state_dict(self, state: Mapping[str, torch.Tensor], version: int) -> None:
         self.model.load_state_dict(dict(state))
         self._version = version
+
+
+def _right_padded(
+    seqs: Sequence[Sequence[int]], pad: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`seqs` right-padded to the longest with `pad`, and the mask of their real tokens."""
+    width = max(len(seq) for seq in seqs)
+    tokens = torch.tensor([list(seq) + [pad] * (width - len(seq)) for seq in seqs], device=device)
+    valid = torch.tensor(
+        [[True] * len(seq) + [False] * (width - len(seq)) for seq in seqs], device=device
+    )
+    return tokens, valid
 
 
 def _checked(decoding: object) -> _Decoding:
