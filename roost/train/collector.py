@@ -126,6 +126,40 @@ class RunCounts:
 
 
 @dataclasses.dataclass
+class _Group:
+    """The samples of a GRPO group so far, from `seen` of its rollouts."""
+
+    seen: int = 0
+    samples: list[Trajectory] = dataclasses.field(default_factory=list)
+    passed: set[str] = dataclasses.field(default_factory=set)  # the samples that passed
+
+    def without_partial_credit(self) -> list[Trajectory]:
+        """The samples, each failure scored 0 instead of its share of tests passed."""
+        return [
+            s if s.rollout_id in self.passed else msgspec.structs.replace(s, reward=0.0)
+            for s in self.samples
+        ]
+
+
+def _passed_samples(
+    rollout_id: str,
+    turns: list[EpisodeTurn],
+    credit: Literal["turn", "episode"],
+    relabelled: Trajectory | None,
+) -> set[str]:
+    """The ids of an episode's samples that carry a pass's reward: each passing turn with
+    per-turn credit, every turn of a passing episode with episode credit, and the relabelled
+    revision."""
+    won = turns[-1].verdict.passed if turns else False
+    ids = {
+        f"{rollout_id}#{i}"
+        for i, t in enumerate(turns)
+        if (t.verdict.passed if credit == "turn" else won)
+    }
+    return ids | ({relabelled.rollout_id} if relabelled is not None else set())
+
+
+@dataclasses.dataclass
 class _Pending:
     record: TrajectoryRecord
     ended_at: float  # loop clock
@@ -149,6 +183,7 @@ class Collector(Actor):
         on_scored: Callable[[str, int, bool, bool], None] | None = None,
         credit: Literal["turn", "episode"] = "turn",
         partial_credit: float = 0.5,
+        partial_credit_in: Literal["all", "unsolved"] = "all",
         hindsight: bool = False,
     ) -> None:
         self.store = store
@@ -160,7 +195,7 @@ class Collector(Actor):
         self.group_size = group_size
         self.counts = counts
         self.rl_clock = rl_clock
-        self._groups: dict[str, tuple[int, list[Trajectory]]] = {}
+        self._groups: dict[str, _Group] = {}
         self._pending: dict[str, _Pending] = {}
         self.open = open_rollouts
         self.skip_no_signal = skip_no_signal
@@ -168,6 +203,7 @@ class Collector(Actor):
         self.on_scored = on_scored
         self.credit = credit
         self.partial_credit = partial_credit
+        self.partial_credit_in = partial_credit_in
         self.hindsight = hindsight
 
     async def on_start(self) -> None:
@@ -214,9 +250,9 @@ class Collector(Actor):
             wall=time.time(),
         )
         group_id, _, _ = msg.rollout_id.rpartition("/")
-        seen, samples = self._groups.get(group_id, (0, []))
+        group = self._groups.setdefault(group_id, _Group())
         if usable:
-            samples += [
+            group.samples += [
                 Trajectory(
                     rollout_id=f"{msg.rollout_id}#{i}",
                     prompt=t.prompt,
@@ -232,7 +268,8 @@ class Collector(Actor):
             ]
             extra = relabelled_sample(msg.rollout_id, turns) if self.hindsight else None
             if extra is not None:
-                samples.append(extra)
+                group.samples.append(extra)
+            group.passed |= _passed_samples(msg.rollout_id, turns, self.credit, extra)
         self._count(record)
         if usable and self.on_scored is not None:
             first_passed = bool(record.turns) and record.turns[0].passed
@@ -244,11 +281,13 @@ class Collector(Actor):
             await self.recorder.tell(record)
             self.book.settled(msg.rollout_id, usable=False)
             await self.learner.tell(RolloutSettled(rollout_id=msg.rollout_id))
-        seen += 1
-        if seen < self.group_size:
-            self._groups[group_id] = (seen, samples)
+        group.seen += 1
+        if group.seen < self.group_size:
             return
         self._groups.pop(group_id, None)
+        samples = group.samples
+        if group.passed and self.partial_credit_in == "unsolved":
+            samples = group.without_partial_credit()
         rollouts = sorted({episode_of(s.rollout_id) for s in samples})
         if self.skip_no_signal and len({s.reward for s in samples}) <= 1:
             # Equal rewards: every advantage is zero, so the step would cost a full forward

@@ -115,6 +115,11 @@ class EpisodeConfig(_Section):
     #: A failure's reward: this times its share of tests passed (0: every failure scores 0,
     #: and a group whose attempts all fail teaches nothing).
     partial_credit: float = 0.5
+    #: Where partial credit counts. `all`: every failure. `unsolved`: only in groups where no
+    #: turn passed, the groups a pass/fail reward leaves without signal; in a group with a
+    #: pass, failures score 0, so a wrong answer that passes some tests (a clamp on the
+    #: tested side) is not preferred to another wrong answer over the pass it fell short of.
+    partial_credit_in: Literal["all", "unsolved"] = "all"
     #: Also train each revision that passed as the answer to the first attempt's prompt (its
     #: tests passed, so it is a verified solution of the task as first asked).
     hindsight: bool = False

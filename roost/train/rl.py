@@ -255,6 +255,7 @@ class RLPhase:
                 on_scored=self.levels.scored,
                 credit=cfg.episode.credit,
                 partial_credit=cfg.episode.partial_credit,
+                partial_credit_in=cfg.episode.partial_credit_in,
                 hindsight=cfg.episode.hindsight,
             ),
             name="collector",

@@ -1,6 +1,10 @@
-"""The collector when the learner gives up on a group: recorded as never trained on, not lost."""
+"""The collector: the rewards a group trains with, and a group the learner gives up on
+(recorded as never trained on, not lost)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Literal
 
 import anyio
 import pytest
@@ -12,7 +16,7 @@ from policies.staleness import StalenessBook
 from roost.train.collector import LEARNER_GAVE_UP, Collector, RunCounts
 from roost.train.episode import EpisodeStore, EpisodeTurn
 from roost.train.records import TrajectoryRecord
-from runtime import Actor, ActorSystem, handler
+from runtime import Actor, ActorRef, ActorSystem, handler
 from tasks import Task, TestCase, Verdict
 
 pytestmark = pytest.mark.anyio
@@ -46,9 +50,116 @@ class _Recorder(Actor):
             self.done.set()
 
 
-def _turn(passed: bool) -> EpisodeTurn:
-    verdict = Verdict(passed=passed, score=float(passed), failure=None if passed else "agent")
+class _TakingLearner(Actor):
+    """Takes every group it is handed (the collector's ask) and keeps its rewards."""
+
+    def __init__(self, groups: dict[str, list[float]], done: anyio.Event, want: int) -> None:
+        self.groups, self.done, self.want = groups, done, want
+
+    @handler
+    def group(self, msg: ScoredGroup) -> None:
+        ordered = sorted(msg.trajectories, key=lambda t: t.rollout_id)
+        self.groups[msg.group_id] = [t.reward for t in ordered]
+        if len(self.groups) == self.want:
+            self.done.set()
+
+    @handler
+    def settle(self, msg: RolloutSettled) -> None:
+        pass
+
+
+def _turn(passed: bool, score: float | None = None) -> EpisodeTurn:
+    score = float(passed) if score is None else score
+    verdict = Verdict(passed=passed, score=score, failure=None if passed else "agent")
     return EpisodeTurn([1], Sample([2], [0.0], [0]), "x", verdict, 0.1, 0.1)
+
+
+def _collector(
+    store: EpisodeStore,
+    book: StalenessBook,
+    refs: tuple[ActorRef, ActorRef],
+    task: Task,
+    ids: Iterable[str],
+    *,
+    group_size: int,
+    counts: RunCounts | None = None,
+    partial_credit_in: Literal["all", "unsolved"] = "all",
+) -> Callable[[], Collector]:
+    """A collector for rollouts `ids` of one task, feeding `refs` = (learner, recorder)."""
+    learner, recorder = refs
+    return lambda: Collector(
+        store=store,
+        book=book,
+        learner=learner,
+        recorder=recorder,
+        task_of=lambda _: task,
+        is_demo_level=lambda _: True,
+        group_size=group_size,
+        counts=RunCounts() if counts is None else counts,
+        rl_clock=lambda: 0.0,
+        open_rollouts=dict.fromkeys(ids, "running"),
+        partial_credit_in=partial_credit_in,
+    )
+
+
+def _finished(rollout_id: str, task: Task, passed: bool) -> RolloutFinished:
+    return RolloutFinished(
+        rollout_id=rollout_id,
+        task_id=task.id,
+        group="default",
+        runtime="python",
+        tenant="t",
+        status="completed",
+        passed=passed,
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "solved_rewards"),
+    [("all", [1.0, 0.25, 0.125]), ("unsolved", [1.0, 0.0, 0.0])],
+)
+async def test_partial_credit_counts_where_configured(
+    where: Literal["all", "unsolved"], solved_rewards: list[float]
+) -> None:
+    """A failure earns half its share of tests passed; with `unsolved`, only in a group where
+    nothing passed (a group with a pass trains pass against fail)."""
+    task = Task(id="t1", prompt="p", entry_point="f", tests=[TestCase(call="f()", expected="1")])
+    store, book = EpisodeStore(), StalenessBook(k=1, batch_size=8)
+    episodes = {  # group "solved" has a pass, group "unsolved" none
+        "solved/0": _turn(True),
+        "solved/1": _turn(False, 0.5),
+        "solved/2": _turn(False, 0.25),
+        "unsolved/0": _turn(False, 0.5),
+        "unsolved/1": _turn(False, 0.25),
+        "unsolved/2": _turn(False, 0.0),
+    }
+    groups: dict[str, list[float]] = {}
+    taken = anyio.Event()
+    async with ActorSystem() as system:
+        learner = system.spawn(lambda: _TakingLearner(groups, taken, 2), name="learner")
+        recorder = system.spawn(lambda: _Recorder([], anyio.Event(), -1), name="recorder")
+        collector = system.spawn(
+            _collector(
+                store,
+                book,
+                (learner, recorder),
+                task,
+                episodes,
+                group_size=3,
+                partial_credit_in=where,
+            ),
+            name="collector",
+        )
+        for rollout_id, turn in episodes.items():
+            book.began(rollout_id)
+            book.ended(rollout_id)
+            store.put(rollout_id, [turn])
+            await collector.tell(_finished(rollout_id, task, turn.verdict.passed))
+        with anyio.fail_after(10):
+            await taken.wait()
+
+    assert groups["solved"] == solved_rewards
+    assert groups["unsolved"] == [0.25, 0.125, 0.0]  # no pass: the shares still tell apart
 
 
 async def test_a_group_the_learner_gave_up_on_is_recorded_untrained_and_settled() -> None:
@@ -69,17 +180,8 @@ async def test_a_group_the_learner_gave_up_on_is_recorded_untrained_and_settled(
         )
         recorder = system.spawn(lambda: _Recorder(records, recorded, len(ids)), name="recorder")
         collector = system.spawn(
-            lambda: Collector(
-                store=store,
-                book=book,
-                learner=learner,
-                recorder=recorder,
-                task_of=lambda _: task,
-                is_demo_level=lambda _: True,
-                group_size=len(ids),
-                counts=counts,
-                rl_clock=lambda: 0.0,
-                open_rollouts=dict.fromkeys(ids, "running"),
+            _collector(
+                store, book, (learner, recorder), task, ids, group_size=len(ids), counts=counts
             ),
             name="collector",
             keep_state=True,
@@ -89,17 +191,7 @@ async def test_a_group_the_learner_gave_up_on_is_recorded_untrained_and_settled(
             book.began(rollout_id)
             book.ended(rollout_id)
             store.put(rollout_id, [_turn(passed)])
-            await collector.tell(
-                RolloutFinished(
-                    rollout_id=rollout_id,
-                    task_id=task.id,
-                    group="default",
-                    runtime="python",
-                    tenant="t",
-                    status="completed",
-                    passed=passed,
-                )
-            )
+            await collector.tell(_finished(rollout_id, task, passed))
         with anyio.fail_after(10):
             await recorded.wait()
             await all_settled.wait()

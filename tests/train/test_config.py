@@ -40,6 +40,10 @@ def test_override_sets_a_nested_value() -> None:
         (["learner.imitation_batch=0"], "learner: imitation_batch: must be > 0"),
         (["learner.minibatches=0"], "learner: minibatches: must be > 0"),
         (["episode.partial_credit=2"], "episode: partial_credit: must be in [0, 1]"),
+        (
+            ["episode.partial_credit_in=mixed"],
+            "episode.partial_credit_in: Invalid enum value 'mixed'",
+        ),
         (["learner.baseline=episode"], "learner.baseline: Invalid enum value 'episode'"),
         (["tasks.demo_levels=[5]"], "demo_levels: [5] must be among levels"),
         (["tasks.source=web"], "tasks.source: Invalid enum value 'web'"),
@@ -60,6 +64,7 @@ def test_override_sets_a_nested_value() -> None:
         "empty-imitation-batch",
         "no-minibatches",
         "credit-out-of-range",
+        "bad-credit-scope",
         "bad-baseline",
         "cross-field",
         "bad-choice",
