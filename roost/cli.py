@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from roost.commands.bench import bench
+from roost.commands.compare import compare_command
 from roost.commands.learn import sft_command
 from roost.commands.profile import profile_command
 from roost.commands.report import report_command
@@ -27,6 +28,7 @@ cli.add_command(sandbox)
 cli.add_command(sft_command)
 cli.add_command(train_command)
 cli.add_command(report_command)
+cli.add_command(compare_command)
 cli.add_command(profile_command)
 
 

@@ -1,0 +1,136 @@
+"""`roost compare RUN_DIR...`: runs' held-out figures side by side, and the spread of RL's gain."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+from rich.console import Console
+from rich.table import Table
+
+from roost.train.compare import GainStats, RunFigures, gain_stats
+
+MODES = ("greedy", "sampled")
+
+
+@click.command("compare")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the rows and the pooled statistics here.",
+)
+def compare_command(run_dirs: tuple[Path, ...], json_out: Path | None) -> None:
+    """Show the held-out figures of RUN_DIRS side by side; runs from the same warm start are
+    pooled into the mean gain of RL with a 95 % interval."""
+    from roost.train.compare import CompareError, load_run_figures, pool_by_warm_start
+
+    try:
+        runs = [load_run_figures(run_dir) for run_dir in run_dirs]
+    except CompareError as exc:
+        raise click.ClickException(str(exc)) from None
+    console = Console()
+    console.print(_runs_table(runs))
+    pools = [
+        {
+            "runs": [run.run for run in pool],
+            "after_sft": msgspec.to_builtins(pool[0].after_sft),
+            **{f"gain_{mode}": _stats(pool, "gain", mode) for mode in MODES},
+            **{f"over_control_{mode}": _stats(pool, "over_control", mode) for mode in MODES},
+        }
+        for pool in pool_by_warm_start(runs)
+    ]
+    for pool in pools:
+        console.print(_pool_lines(pool))
+    if json_out is not None:
+        rows = [
+            {
+                **msgspec.to_builtins(run),
+                **{f"gain_{mode}": run.gain(mode) for mode in MODES},
+                **{f"over_control_{mode}": run.over_control(mode) for mode in MODES},
+            }
+            for run in runs
+        ]
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps({"runs": rows, "pools": pools}, indent=2) + "\n")
+        console.print(f"wrote {json_out}")
+
+
+def _stats(pool: list[RunFigures], what: str, mode: str) -> dict[str, Any] | None:
+    values = [v for run in pool if (v := getattr(run, what)(mode)) is not None]
+    stats = gain_stats(values)
+    return None if stats is None else msgspec.to_builtins(stats)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def _points(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1f}"
+
+
+def _runs_table(runs: list[RunFigures]) -> Table:
+    with_control = any(run.control is not None for run in runs)
+    table = Table(title="held-out pass rate, greedy / sampled (%)", title_justify="left")
+    for column in ("run", "versions", "rollouts/s", "wall", "after SFT", "after RL", "gain"):
+        table.add_column(column, justify="left" if column == "run" else "right")
+    if with_control:
+        table.add_column("RL - control, test-only", justify="right")
+    table.add_column("sampled by level, SFT → RL")
+    for run in runs:
+        cells = [
+            run.run,
+            str(run.versions),
+            f"{run.rollouts_per_s:.1f}",
+            f"{run.wall_seconds / 60:.1f} min",
+            _pair(run.after_sft),
+            _pair(run.after_rl),
+            f"{_points(run.gain('greedy'))} / {_points(run.gain('sampled'))}",
+        ]
+        if with_control:
+            cells.append(
+                f"{_points(run.over_control('greedy'))} / {_points(run.over_control('sampled'))}"
+            )
+        cells.append(
+            ", ".join(
+                f"L{level} {_pct(sft)} → {_pct(rl)}"
+                for level, (sft, rl) in run.sampled_by_level.items()
+            )
+        )
+        table.add_row(*cells)
+    return table
+
+
+def _pair(figures: Any) -> str:
+    if figures is None:
+        return "-"
+    return f"{_pct(figures.all.greedy)} / {_pct(figures.all.sampled)}"
+
+
+def _pool_lines(pool: dict[str, Any]) -> str:
+    sft = pool["after_sft"]["all"]
+    lines = [
+        f"{len(pool['runs'])} run(s) from one warm start (after SFT "
+        f"{_pct(sft['greedy'])} / {_pct(sft['sampled'])} %):"
+    ]
+    for what, label in (("gain", "RL's gain"), ("over_control", "RL - control, test-only")):
+        for mode in MODES:
+            stats = pool[f"{what}_{mode}"]
+            if stats is not None:
+                lines.append(f"  {label}, {mode}: {_describe(GainStats(**stats))}")
+    return "\n".join(lines)
+
+
+def _describe(stats: GainStats) -> str:
+    text = f"mean {stats.mean:+.1f} points"
+    if stats.sd is None or stats.low is None or stats.high is None:
+        return text + " (one run: no spread)"
+    return (
+        f"{text}, sd {stats.sd:.1f}, 95 % interval of the mean "
+        f"[{stats.low:+.1f}, {stats.high:+.1f}] (n = {stats.n})"
+    )

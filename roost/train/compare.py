@@ -1,0 +1,184 @@
+"""`roost compare`: held-out figures of several runs side by side, and the spread of RL's gain.
+
+One RL phase is one draw. From a single SFT checkpoint the default's sampled gain has ranged
+over several points on one machine (docs/training.md), so a setting is judged by several runs,
+not one. Runs that share a warm start (equal after-SFT figures on equal held-out tasks) are
+pooled: the mean gain, its standard deviation and a 95 % confidence interval for the mean
+(Student's t) say what the setting does and how sure that is.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+
+__all__ = [
+    "CompareError",
+    "GainStats",
+    "RunFigures",
+    "gain_stats",
+    "load_run_figures",
+    "pool_by_warm_start",
+]
+
+# Two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom (beyond: the normal's).
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+class CompareError(Exception):
+    """A run directory that cannot be compared (no summary, or a malformed one)."""
+
+
+class PassRate(msgspec.Struct, frozen=True):
+    greedy: float
+    sampled: float
+
+
+class HeldOut(msgspec.Struct, frozen=True):
+    all: PassRate
+    demo_levels: PassRate | None = None
+    test_only_levels: PassRate | None = None
+
+
+class Throughput(msgspec.Struct, frozen=True):
+    rollouts_per_s: float = 0.0
+
+
+class _Summary(msgspec.Struct, frozen=True):
+    """The part of summary.json a comparison reads (other keys are ignored)."""
+
+    heldout_pass_rate_after_sft: HeldOut | None
+    heldout_pass_rate_after_rl: HeldOut | None
+    heldout_pass_rate_sft_only_control: HeldOut | None = None
+    name: str = ""
+    versions: int = 0
+    wall_seconds: float = 0.0
+    heldout_tasks: int = 0
+    throughput: Throughput = Throughput()
+    heldout_by_level: dict[str, dict[str, PassRate] | None] = {}
+
+
+class RunFigures(msgspec.Struct, frozen=True):
+    """One run's figures as a comparison shows them (pass rates as fractions)."""
+
+    run: str
+    name: str
+    versions: int
+    wall_seconds: float
+    rollouts_per_s: float
+    heldout_tasks: int
+    after_sft: HeldOut | None
+    after_rl: HeldOut | None
+    control: HeldOut | None
+    sampled_by_level: dict[str, tuple[float | None, float | None]]  # level: (SFT, RL)
+
+    def gain(self, mode: str) -> float | None:
+        """RL's change over the after-SFT checkpoint, all levels, in points."""
+        if self.after_sft is None or self.after_rl is None:
+            return None
+        return 100 * (_rate(self.after_rl.all, mode) - _rate(self.after_sft.all, mode))
+
+    def over_control(self, mode: str) -> float | None:
+        """RL minus the SFT-only control on the test-only levels, in points."""
+        rl, control = self.after_rl, self.control
+        if rl is None or control is None:
+            return None
+        if rl.test_only_levels is None or control.test_only_levels is None:
+            return None
+        return 100 * (_rate(rl.test_only_levels, mode) - _rate(control.test_only_levels, mode))
+
+
+def _rate(figures: PassRate, mode: str) -> float:
+    if mode not in ("greedy", "sampled"):
+        raise ValueError(f"mode: 'greedy' or 'sampled', got {mode!r}")
+    return figures.greedy if mode == "greedy" else figures.sampled
+
+
+class GainStats(msgspec.Struct, frozen=True):
+    """The mean of `n` gains, their standard deviation and the 95 % interval of the mean
+    (`sd` and the interval are None for a single run)."""
+
+    n: int
+    mean: float
+    sd: float | None
+    low: float | None
+    high: float | None
+
+
+def gain_stats(gains: Sequence[float]) -> GainStats | None:
+    """Mean, sample standard deviation and Student's-t 95 % interval of `gains`."""
+    if not gains:
+        return None
+    n, mean = len(gains), statistics.fmean(gains)
+    if n == 1:
+        return GainStats(n=1, mean=mean, sd=None, low=None, high=None)
+    sd = statistics.stdev(gains)
+    t = _T975[n - 2] if n - 1 <= len(_T975) else 1.960
+    half = t * sd / math.sqrt(n)
+    return GainStats(n=n, mean=mean, sd=sd, low=mean - half, high=mean + half)
+
+
+def load_run_figures(run_dir: Path) -> RunFigures:
+    """Read `run_dir/summary.json`; a missing or malformed one raises CompareError naming it."""
+    path = run_dir / "summary.json"
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        reason = f"no summary ({exc.strerror}); `roost report` rebuilds it from the run's log"
+        raise CompareError(f"{path}: {reason}") from None
+    try:
+        summary = msgspec.json.decode(raw, type=_Summary)
+    except msgspec.ValidationError as exc:
+        raise CompareError(f"{path}: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise CompareError(f"{path}: not JSON ({exc})") from None
+    levels = summary.heldout_by_level
+    sft, rl = levels.get("after_sft") or {}, levels.get("after_rl") or {}
+    return RunFigures(
+        run=str(run_dir),
+        name=summary.name,
+        versions=summary.versions,
+        wall_seconds=summary.wall_seconds,
+        rollouts_per_s=summary.throughput.rollouts_per_s,
+        heldout_tasks=summary.heldout_tasks,
+        after_sft=summary.heldout_pass_rate_after_sft,
+        after_rl=summary.heldout_pass_rate_after_rl,
+        control=summary.heldout_pass_rate_sft_only_control,
+        sampled_by_level={
+            level: (
+                sft[level].sampled if level in sft else None,
+                rl[level].sampled if level in rl else None,
+            )
+            for level in sorted({*sft, *rl}, key=_level_order)
+        },
+    )
+
+
+def _level_order(level: str) -> tuple[int, str]:
+    return (int(level), "") if level.isdigit() else (1 << 30, level)
+
+
+def pool_by_warm_start(runs: Sequence[RunFigures]) -> list[list[RunFigures]]:
+    """Runs grouped by their warm start (equal after-SFT figures, by level too, and equal
+    held-out task counts), in the order each group first appears; runs without both
+    evaluations are left out."""
+    groups: dict[tuple[object, ...], list[RunFigures]] = {}
+    for run in runs:
+        if run.after_sft is None or run.after_rl is None:
+            continue
+        key = (
+            run.heldout_tasks,
+            round(run.after_sft.all.greedy, 9),
+            round(run.after_sft.all.sampled, 9),
+            tuple((level, round(s or 0.0, 9)) for level, (s, _) in run.sampled_by_level.items()),
+        )
+        groups.setdefault(key, []).append(run)
+    return list(groups.values())

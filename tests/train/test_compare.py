@@ -1,0 +1,133 @@
+"""`roost compare`: rows from summary.json, pooling by warm start, the gain's interval, and
+clear errors for a run directory it cannot read."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from roost.cli import cli
+from roost.train.compare import CompareError, gain_stats, load_run_figures, pool_by_warm_start
+
+
+def _split(greedy: float, sampled: float, test_only: float | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"all": {"greedy": greedy, "sampled": sampled}}
+    if test_only is not None:
+        out["test_only_levels"] = {"greedy": test_only, "sampled": test_only}
+    return out
+
+
+def _run(
+    tmp_path: Path,
+    name: str,
+    sft: tuple[float, float],
+    rl: tuple[float, float] | None,
+    control: float | None = None,
+) -> Path:
+    run = tmp_path / name
+    run.mkdir()
+    summary = {
+        "name": "default",
+        "heldout_pass_rate_after_sft": _split(*sft, test_only=0.05),
+        "heldout_pass_rate_after_rl": None if rl is None else _split(*rl, test_only=0.15),
+        "heldout_pass_rate_sft_only_control": None if control is None else _split(0, 0, control),
+        "versions": 30,
+        "wall_seconds": 720.0,
+        "heldout_tasks": 90,
+        "throughput": {"rollouts_per_s": 17.5, "samples_per_s": 30.0},
+        "heldout_by_level": {
+            "after_sft": {"1": {"greedy": 1.0, "sampled": 0.98}},
+            "after_rl": None if rl is None else {"1": {"greedy": 1.0, "sampled": 0.99}},
+        },
+        "requested": 10,  # keys a comparison does not read are ignored
+    }
+    (run / "summary.json").write_text(json.dumps(summary))
+    return run
+
+
+def test_gain_stats_mean_spread_and_interval() -> None:
+    stats = gain_stats([1.0, 2.0, 6.0])
+    assert stats is not None
+    assert stats.n == 3
+    assert stats.mean == pytest.approx(3.0)
+    assert stats.sd == pytest.approx(math.sqrt(7.0))
+    half = 4.303 * math.sqrt(7.0) / math.sqrt(3)  # Student's t, 2 degrees of freedom
+    assert stats.low == pytest.approx(3.0 - half)
+    assert stats.high == pytest.approx(3.0 + half)
+    single = gain_stats([4.0])
+    assert single is not None
+    assert single.sd is None
+    assert single.low is None
+    assert gain_stats([]) is None
+
+
+def test_runs_pool_by_warm_start_and_unfinished_runs_stay_out(tmp_path: Path) -> None:
+    a = load_run_figures(_run(tmp_path, "a", (0.6, 0.5), (0.65, 0.56)))
+    b = load_run_figures(_run(tmp_path, "b", (0.6, 0.5), (0.62, 0.53)))
+    other = load_run_figures(_run(tmp_path, "c", (0.4, 0.3), (0.45, 0.36)))
+    unfinished = load_run_figures(_run(tmp_path, "d", (0.6, 0.5), None))
+    assert a.gain("sampled") == pytest.approx(6.0)
+    assert b.gain("greedy") == pytest.approx(2.0)
+    assert unfinished.gain("sampled") is None
+    pools = pool_by_warm_start([a, other, b, unfinished])
+    assert [[run.run for run in pool] for pool in pools] == [[a.run, b.run], [other.run]]
+    assert a.sampled_by_level == {"1": (0.98, 0.99)}
+
+
+def test_compare_prints_rows_and_writes_pooled_statistics(tmp_path: Path) -> None:
+    runs = [
+        _run(tmp_path, "a", (0.6, 0.5), (0.65, 0.56), control=0.10),
+        _run(tmp_path, "b", (0.6, 0.5), (0.62, 0.52), control=0.12),
+    ]
+    out = tmp_path / "cmp.json"
+    result = CliRunner().invoke(
+        cli, ["compare", *map(str, runs), "--json", str(out)], env={"COLUMNS": "240"}
+    )
+    assert result.exit_code == 0, result.output
+    assert "+5.0 / +6.0" in result.output
+    assert "+2.0 / +2.0" in result.output
+    assert "2 run(s) from one warm start" in result.output
+    written = json.loads(out.read_text())
+    assert [row["gain_sampled"] for row in written["runs"]] == pytest.approx([6.0, 2.0])
+    (pool,) = written["pools"]
+    assert pool["gain_sampled"]["mean"] == pytest.approx(4.0)
+    assert pool["gain_sampled"]["n"] == 2
+    # RL's test-only levels at 15 % against controls at 10 and 12 %
+    assert pool["over_control_sampled"]["mean"] == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (None, "no summary"),
+        ("{not json", "not JSON"),
+        (
+            json.dumps(
+                {
+                    "heldout_pass_rate_after_sft": {"all": {"greedy": "high", "sampled": 0.5}},
+                    "heldout_pass_rate_after_rl": None,
+                }
+            ),
+            "$.heldout_pass_rate_after_sft.all.greedy",
+        ),
+        (json.dumps({"heldout_pass_rate_after_rl": None}), "heldout_pass_rate_after_sft"),
+    ],
+    ids=["missing", "not-json", "wrong-type", "missing-key"],
+)
+def test_an_unreadable_summary_is_named(tmp_path: Path, content: str | None, expected: str) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    if content is not None:
+        (run / "summary.json").write_text(content)
+    with pytest.raises(CompareError) as caught:
+        load_run_figures(run)
+    assert str(run / "summary.json") in str(caught.value)
+    assert expected in str(caught.value)
+    result = CliRunner().invoke(cli, ["compare", str(run)])
+    assert result.exit_code == 1
+    assert expected in result.output
