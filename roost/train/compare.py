@@ -38,8 +38,8 @@ class CompareError(Exception):
 
 
 class PassRate(msgspec.Struct, frozen=True):
-    greedy: float
-    sampled: float
+    greedy: float | None  # null for a split without tasks (no test-only levels, say)
+    sampled: float | None
 
 
 class HeldOut(msgspec.Struct, frozen=True):
@@ -84,7 +84,7 @@ class RunFigures(msgspec.Struct, frozen=True):
         """RL's change over the after-SFT checkpoint, all levels, in points."""
         if self.after_sft is None or self.after_rl is None:
             return None
-        return 100 * (_rate(self.after_rl.all, mode) - _rate(self.after_sft.all, mode))
+        return _points(self.after_rl.all, self.after_sft.all, mode)
 
     def over_control(self, mode: str) -> float | None:
         """RL minus the SFT-only control on the test-only levels, in points."""
@@ -93,13 +93,15 @@ class RunFigures(msgspec.Struct, frozen=True):
             return None
         if rl.test_only_levels is None or control.test_only_levels is None:
             return None
-        return 100 * (_rate(rl.test_only_levels, mode) - _rate(control.test_only_levels, mode))
+        return _points(rl.test_only_levels, control.test_only_levels, mode)
 
 
-def _rate(figures: PassRate, mode: str) -> float:
+def _points(after: PassRate, before: PassRate, mode: str) -> float | None:
+    """after - before in points, for one decoding mode (None where either has no tasks)."""
     if mode not in ("greedy", "sampled"):
         raise ValueError(f"mode: 'greedy' or 'sampled', got {mode!r}")
-    return figures.greedy if mode == "greedy" else figures.sampled
+    a, b = (after.greedy, before.greedy) if mode == "greedy" else (after.sampled, before.sampled)
+    return None if a is None or b is None else 100 * (a - b)
 
 
 class GainStats(msgspec.Struct, frozen=True):
@@ -128,6 +130,8 @@ def gain_stats(gains: Sequence[float]) -> GainStats | None:
 
 def load_run_figures(run_dir: Path) -> RunFigures:
     """Read `run_dir/summary.json`; a missing or malformed one raises CompareError naming it."""
+    if not run_dir.is_dir():
+        raise CompareError(f"{run_dir}: not a run directory")
     path = run_dir / "summary.json"
     try:
         raw = path.read_bytes()
@@ -176,9 +180,9 @@ def pool_by_warm_start(runs: Sequence[RunFigures]) -> list[list[RunFigures]]:
             continue
         key = (
             run.heldout_tasks,
-            round(run.after_sft.all.greedy, 9),
-            round(run.after_sft.all.sampled, 9),
-            tuple((level, round(s or 0.0, 9)) for level, (s, _) in run.sampled_by_level.items()),
+            run.after_sft.all.greedy,
+            run.after_sft.all.sampled,
+            tuple((level, sft) for level, (sft, _) in run.sampled_by_level.items()),
         )
         groups.setdefault(key, []).append(run)
     return list(groups.values())

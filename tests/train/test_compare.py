@@ -124,6 +124,8 @@ def test_an_unreadable_summary_is_named(tmp_path: Path, content: str | None, exp
     run.mkdir()
     if content is not None:
         (run / "summary.json").write_text(content)
+    with pytest.raises(CompareError, match="not a run directory"):
+        load_run_figures(tmp_path / "elsewhere")
     with pytest.raises(CompareError) as caught:
         load_run_figures(run)
     assert str(run / "summary.json") in str(caught.value)
@@ -131,3 +133,18 @@ def test_an_unreadable_summary_is_named(tmp_path: Path, content: str | None, exp
     result = CliRunner().invoke(cli, ["compare", str(run)])
     assert result.exit_code == 1
     assert expected in result.output
+
+
+def test_a_split_without_tasks_has_no_margin(tmp_path: Path) -> None:
+    """Every level demonstrated: the test-only split is null, and so is RL's margin there."""
+    run = _run(tmp_path, "all-demo", (0.6, 0.5), (0.65, 0.56), control=0.1)
+    summary = json.loads((run / "summary.json").read_text())
+    for key in ("heldout_pass_rate_after_rl", "heldout_pass_rate_sft_only_control"):
+        summary[key]["test_only_levels"] = {"greedy": None, "sampled": None}
+    (run / "summary.json").write_text(json.dumps(summary))
+    figures = load_run_figures(run)
+    assert figures.over_control("sampled") is None
+    assert figures.gain("sampled") == pytest.approx(6.0)
+    result = CliRunner().invoke(cli, ["compare", str(run)], env={"COLUMNS": "240"})
+    assert result.exit_code == 0, result.output
+    assert "- / -" in result.output
