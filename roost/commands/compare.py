@@ -61,8 +61,11 @@ def compare_command(run_dirs: tuple[Path, ...], json_out: Path | None) -> None:
 
 
 def _stats(pool: list[RunFigures], what: str, mode: str) -> dict[str, Any] | None:
-    values = [v for run in pool if (v := getattr(run, what)(mode)) is not None]
-    stats = gain_stats(values)
+    runs = [run for run in pool if getattr(run, what)(mode) is not None]
+    values = [getattr(run, what)(mode) for run in runs]
+    # Only the sampled gain has a recorded evaluation error.
+    errors = [run.gain_se for run in runs] if (what, mode) == ("gain", "sampled") else []
+    stats = gain_stats(values, errors)
     return None if stats is None else msgspec.to_builtins(stats)
 
 
@@ -76,7 +79,10 @@ def _points(value: float | None) -> str:
 
 def _runs_table(runs: list[RunFigures]) -> Table:
     with_control = any(run.control is not None for run in runs)
-    table = Table(title="held-out pass rate, greedy / sampled (%)", title_justify="left")
+    table = Table(
+        title="held-out pass rate, greedy / sampled (%); ± the sampled gain's evaluation error",
+        title_justify="left",
+    )
     for column in ("run", "versions", "rollouts/s", "wall", "after SFT", "after RL", "gain"):
         table.add_column(column, justify="left" if column == "run" else "right")
     if with_control:
@@ -90,7 +96,8 @@ def _runs_table(runs: list[RunFigures]) -> Table:
             f"{run.wall_seconds / 60:.1f} min",
             _pair(run.after_sft),
             _pair(run.after_rl),
-            f"{_points(run.gain('greedy'))} / {_points(run.gain('sampled'))}",
+            f"{_points(run.gain('greedy'))} / {_points(run.gain('sampled'))}"
+            + ("" if run.gain_se is None else f" ± {run.gain_se:.1f}"),
         ]
         if with_control:
             cells.append(
@@ -128,9 +135,10 @@ def _pool_lines(pool: dict[str, Any]) -> str:
 
 def _describe(stats: GainStats) -> str:
     text = f"mean {stats.mean:+.1f} points"
+    noise = "" if stats.eval_sd is None else f"; evaluation sampling alone: sd {stats.eval_sd:.1f}"
     if stats.sd is None or stats.low is None or stats.high is None:
-        return text + " (one run: no spread)"
+        return f"{text} (one run: no spread{noise})"
     return (
         f"{text}, sd {stats.sd:.1f}, 95 % interval of the mean "
-        f"[{stats.low:+.1f}, {stats.high:+.1f}] (n = {stats.n})"
+        f"[{stats.low:+.1f}, {stats.high:+.1f}] (n = {stats.n}{noise})"
     )

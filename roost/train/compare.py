@@ -33,6 +33,9 @@ _T975 = (
 )  # fmt: skip
 
 
+_STAGES = ("after_sft", "after_rl")
+
+
 class CompareError(Exception):
     """A run directory that cannot be compared (no summary, or a malformed one)."""
 
@@ -64,6 +67,7 @@ class _Summary(msgspec.Struct, frozen=True):
     heldout_tasks: int = 0
     throughput: Throughput = Throughput()
     heldout_by_level: dict[str, dict[str, PassRate] | None] = {}
+    heldout_sampled_se: dict[str, dict[str, float | None] | None] = {}
 
 
 class RunFigures(msgspec.Struct, frozen=True):
@@ -79,6 +83,9 @@ class RunFigures(msgspec.Struct, frozen=True):
     after_rl: HeldOut | None
     control: HeldOut | None
     sampled_by_level: dict[str, tuple[float | None, float | None]]  # level: (SFT, RL)
+    #: The sampling standard error of RL's sampled gain (all levels, points): the part of one
+    #: run's gain that evaluating the same weights again would move. None if not recorded.
+    gain_se: float | None = None
 
     def gain(self, mode: str) -> float | None:
         """RL's change over the after-SFT checkpoint, all levels, in points."""
@@ -113,19 +120,29 @@ class GainStats(msgspec.Struct, frozen=True):
     sd: float | None
     low: float | None
     high: float | None
+    #: The runs' evaluation sampling error as a standard deviation (the root mean square of
+    #: their `gain_se`): the part of `sd` that more draws per task would remove. None if a
+    #: run lacks it, or for statistics other than the sampled gain.
+    eval_sd: float | None = None
 
 
-def gain_stats(gains: Sequence[float]) -> GainStats | None:
-    """Mean, sample standard deviation and Student's-t 95 % interval of `gains`."""
+def gain_stats(gains: Sequence[float], errors: Sequence[float | None] = ()) -> GainStats | None:
+    """Mean, sample standard deviation and Student's-t 95 % interval of `gains`; with each
+    gain's evaluation standard error in `errors`, also their root mean square."""
     if not gains:
         return None
     n, mean = len(gains), statistics.fmean(gains)
+    eval_sd = (
+        math.sqrt(statistics.fmean(e * e for e in errors if e is not None))
+        if len(errors) == n and None not in errors
+        else None
+    )
     if n == 1:
-        return GainStats(n=1, mean=mean, sd=None, low=None, high=None)
+        return GainStats(n=1, mean=mean, sd=None, low=None, high=None, eval_sd=eval_sd)
     sd = statistics.stdev(gains)
     t = _T975[n - 2] if n - 1 <= len(_T975) else 1.960
     half = t * sd / math.sqrt(n)
-    return GainStats(n=n, mean=mean, sd=sd, low=mean - half, high=mean + half)
+    return GainStats(n=n, mean=mean, sd=sd, low=mean - half, high=mean + half, eval_sd=eval_sd)
 
 
 def load_run_figures(run_dir: Path) -> RunFigures:
@@ -145,6 +162,7 @@ def load_run_figures(run_dir: Path) -> RunFigures:
     except msgspec.DecodeError as exc:
         raise CompareError(f"{path}: not JSON ({exc})") from None
     levels = summary.heldout_by_level
+    se = [(summary.heldout_sampled_se.get(stage) or {}).get("all") for stage in _STAGES]
     sft, rl = levels.get("after_sft") or {}, levels.get("after_rl") or {}
     return RunFigures(
         run=str(run_dir),
@@ -163,6 +181,7 @@ def load_run_figures(run_dir: Path) -> RunFigures:
             )
             for level in sorted({*sft, *rl}, key=_level_order)
         },
+        gain_se=None if None in se else 100 * math.hypot(*(v or 0.0 for v in se)),
     )
 
 

@@ -7,12 +7,15 @@ the share of its sampled episodes that passed (pass@1 estimated from `samples` d
 draw per task, sampling noise alone moves a 90-task figure by about 5 points). The result is shaped
 ``{"all": {"greedy": f, "sampled": f}, "demo_levels": {...}, "test_only_levels": {...}}``;
 a split with no tasks has null fractions. The details hold the same figures counting only
-first attempts (`first_turn`), so a multi-turn evaluation also reports pass@1 without revision.
+first attempts (`first_turn`), so a multi-turn evaluation also reports pass@1 without revision,
+and each split's sampling standard error (`sampled_se`): the part of a figure's noise that more
+draws would remove.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -93,28 +96,52 @@ async def evaluate_heldout(
         "samples": samples,
         "seconds": time.perf_counter() - started,
         "by_level": _by_level(tasks, passed),
+        "sampled_se": _sampling_se(tasks, passed["sampled"], samples, demo_levels),
         "first_turn": _by_split(tasks, first, demo_levels),
         "first_turn_by_level": _by_level(tasks, first),
     }
     return _by_split(tasks, passed, demo_levels), details
 
 
-def _by_split(
-    tasks: Sequence[Task], passed: dict[str, list[float]], demo_levels: Sequence[int]
-) -> HeldoutResult:
+def _splits(tasks: Sequence[Task], demo_levels: Sequence[int]) -> dict[str, list[bool]]:
+    """Which tasks each split of the result holds."""
     demo = set(demo_levels)
-    splits = {
+    return {
         "all": [True] * len(tasks),
         "demo_levels": [t.level in demo for t in tasks],
         "test_only_levels": [t.level not in demo for t in tasks],
     }
+
+
+def _by_split(
+    tasks: Sequence[Task], passed: dict[str, list[float]], demo_levels: Sequence[int]
+) -> HeldoutResult:
     result: HeldoutResult = {}
-    for name, member in splits.items():
+    for name, member in _splits(tasks, demo_levels).items():
         result[name] = {}
         for mode, rates in passed.items():
             chosen = [rate for rate, inside in zip(rates, member, strict=True) if inside]
             result[name][mode] = sum(chosen) / len(chosen) if chosen else None
     return result
+
+
+def _sampling_se(
+    tasks: Sequence[Task], rates: list[float], draws: int, demo_levels: Sequence[int]
+) -> dict[str, float | None]:
+    """Each split's sampling standard error: how far another evaluation of the same weights on
+    the same tasks would move its sampled figure, about. A task's rate is a mean of `draws`
+    passes, of variance p(1 - p) / draws, estimated without bias by r(1 - r) / (draws - 1);
+    the split's figure is the mean over its n tasks. None for one draw, or a split without
+    tasks."""
+    out: dict[str, float | None] = {}
+    for name, member in _splits(tasks, demo_levels).items():
+        chosen = [r for r, inside in zip(rates, member, strict=True) if inside]
+        if draws < 2 or not chosen:
+            out[name] = None
+            continue
+        variance = sum(r * (1 - r) / (draws - 1) for r in chosen)
+        out[name] = math.sqrt(variance) / len(chosen)
+    return out
 
 
 def _by_level(tasks: Sequence[Task], passed: dict[str, list[float]]) -> dict[str, dict[str, float]]:

@@ -117,6 +117,9 @@ def summarize(
         "staleness_histogram": {str(k): v for k, v in sorted(staleness.items())},
         "failures_by_kind": dict(failures),
         "heldout_by_level": {stage: e.get("by_level") for stage, e in evals.items()},
+        # another evaluation of the same weights on the same tasks moves a sampled figure by
+        # about this much (per split; null from before it was recorded, or for one draw)
+        "heldout_sampled_se": {stage: e.get("sampled_se") for stage, e in evals.items()},
         # first attempts only: equal to the figures above when eval.max_turns is 1
         "heldout_first_turn": {stage: e.get("first_turn") for stage, e in evals.items()},
         "heldout_tasks": max((e.get("tasks", 0) for e in evals.values()), default=0),

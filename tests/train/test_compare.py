@@ -28,6 +28,7 @@ def _run(
     sft: tuple[float, float],
     rl: tuple[float, float] | None,
     control: float | None = None,
+    se: tuple[float, float] | None = None,
 ) -> Path:
     run = tmp_path / name
     run.mkdir()
@@ -46,6 +47,11 @@ def _run(
         },
         "requested": 10,  # keys a comparison does not read are ignored
     }
+    if se is not None:
+        summary["heldout_sampled_se"] = {
+            "after_sft": {"all": se[0], "test_only_levels": None},
+            "after_rl": {"all": se[1]},
+        }
     (run / "summary.json").write_text(json.dumps(summary))
     return run
 
@@ -64,6 +70,12 @@ def test_gain_stats_mean_spread_and_interval() -> None:
     assert single.sd is None
     assert single.low is None
     assert gain_stats([]) is None
+    with_errors = gain_stats([1.0, 2.0, 6.0], [1.0, 2.0, 2.0])
+    assert with_errors is not None
+    assert with_errors.eval_sd == pytest.approx(math.sqrt(3.0))
+    partial = gain_stats([1.0, 2.0], [1.0, None])
+    assert partial is not None
+    assert partial.eval_sd is None  # a run without its error: no figure for the pool
 
 
 def test_runs_pool_by_warm_start_and_unfinished_runs_stay_out(tmp_path: Path) -> None:
@@ -74,6 +86,7 @@ def test_runs_pool_by_warm_start_and_unfinished_runs_stay_out(tmp_path: Path) ->
     assert a.gain("sampled") == pytest.approx(6.0)
     assert b.gain("greedy") == pytest.approx(2.0)
     assert unfinished.gain("sampled") is None
+    assert a.gain_se is None  # a summary from before the error was recorded
     pools = pool_by_warm_start([a, other, b, unfinished])
     assert [[run.run for run in pool] for pool in pools] == [[a.run, b.run], [other.run]]
     assert a.sampled_by_level == {"1": (0.98, 0.99)}
@@ -81,15 +94,15 @@ def test_runs_pool_by_warm_start_and_unfinished_runs_stay_out(tmp_path: Path) ->
 
 def test_compare_prints_rows_and_writes_pooled_statistics(tmp_path: Path) -> None:
     runs = [
-        _run(tmp_path, "a", (0.6, 0.5), (0.65, 0.56), control=0.10),
-        _run(tmp_path, "b", (0.6, 0.5), (0.62, 0.52), control=0.12),
+        _run(tmp_path, "a", (0.6, 0.5), (0.65, 0.56), control=0.10, se=(0.006, 0.008)),
+        _run(tmp_path, "b", (0.6, 0.5), (0.62, 0.52), control=0.12, se=(0.012, 0.016)),
     ]
     out = tmp_path / "cmp.json"
     result = CliRunner().invoke(
         cli, ["compare", *map(str, runs), "--json", str(out)], env={"COLUMNS": "240"}
     )
     assert result.exit_code == 0, result.output
-    assert "+5.0 / +6.0" in result.output
+    assert "+5.0 / +6.0 ± 1.0" in result.output  # 100 * hypot(0.006, 0.008)
     assert "+2.0 / +2.0" in result.output
     assert "2 run(s) from one warm start" in result.output
     written = json.loads(out.read_text())
@@ -97,6 +110,10 @@ def test_compare_prints_rows_and_writes_pooled_statistics(tmp_path: Path) -> Non
     (pool,) = written["pools"]
     assert pool["gain_sampled"]["mean"] == pytest.approx(4.0)
     assert pool["gain_sampled"]["n"] == 2
+    # the runs' evaluation errors, 1.0 and 2.0 points: their root mean square
+    assert pool["gain_sampled"]["eval_sd"] == pytest.approx((2.5) ** 0.5)
+    assert pool["gain_greedy"]["eval_sd"] is None  # greedy decoding has no sampling error
+    assert "evaluation sampling alone: sd 1.6" in result.output
     # RL's test-only levels at 15 % against controls at 10 and 12 %
     assert pool["over_control_sampled"]["mean"] == pytest.approx(4.0)
 

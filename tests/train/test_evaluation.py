@@ -67,6 +67,10 @@ async def test_sampled_rate_is_the_mean_over_draws_and_greedy_is_one_draw(
     assert result["all"] == {"greedy": 1.0, "sampled": 0.25}
     assert result["demo_levels"]["greedy"] == 1.0
     assert details["samples"] == 4
+    # Three tasks at 2 of 4 draws, three at 0: sqrt(3 * 0.5 * 0.5 / 3) / 6.
+    assert details["sampled_se"]["all"] == pytest.approx(0.5 / 6)
+    # Level 1 (tasks 0, 1, 2: 0.5, 0, 0.5): sqrt(2 * 0.25 / 3) / 3.
+    assert details["sampled_se"]["demo_levels"] == pytest.approx((0.5 / 3) ** 0.5 / 3)
     # 6 greedy generations (not counted) and 6 tasks x 4 sampled draws.
     assert next(calls) == 24
 
@@ -97,3 +101,5 @@ async def test_a_multi_turn_evaluation_also_reports_first_attempts(
     assert details["first_turn"]["all"] == {"greedy": 0.25, "sampled": 0.25}
     assert details["first_turn"]["test_only_levels"] == {"greedy": None, "sampled": None}
     assert details["first_turn_by_level"] == {"1": {"greedy": 0.25, "sampled": 0.25}}
+    # Two draws a task, each task's draws alike: no sampling noise; no test-only tasks.
+    assert details["sampled_se"] == {"all": 0.0, "demo_levels": 0.0, "test_only_levels": None}
