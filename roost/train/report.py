@@ -209,8 +209,10 @@ def _page(name: str, summary: dict[str, Any]) -> str:
         result = summary[f"heldout_pass_rate_{stage}"]
         if not result:
             continue
+        errors = (summary.get("heldout_sampled_se") or {}).get(stage) or {}
         cells = "".join(
-            f"<td>{_pct(result[s]['greedy'])} / {_pct(result[s]['sampled'])}</td>"
+            f"<td>{_pct(result[s]['greedy'])} / {_pct(result[s]['sampled'])}"
+            f"{_error(errors.get(s))}</td>"
             for s in ("all", "demo_levels", "test_only_levels")
         )
         rows.append(f"<tr><th>{stage}</th>{cells}</tr>")
@@ -227,7 +229,7 @@ def _page(name: str, summary: dict[str, Any]) -> str:
 td,th{{padding:4px 10px;border-bottom:1px solid #ddd}}figure{{display:inline-block;margin:4px}}
 </style></head><body>
 <h1>roost train: {html.escape(name)}</h1>
-<h2>Held-out pass rate (greedy / sampled)</h2>
+<h2>Held-out pass rate (greedy / sampled ± its sampling error, points)</h2>
 <table><tr><th></th><th>all</th><th>demo levels</th><th>test-only levels</th></tr>
 {"".join(rows)}</table>
 <p>{counts}; {summary["versions"]} versions; max staleness {summary["max_staleness_seen"]};
@@ -241,3 +243,8 @@ RL {summary["rl_seconds"]:.0f} s; wall {summary["wall_seconds"]:.0f} s.</p>
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
+
+
+def _error(se: float | None) -> str:
+    """The sampled figure's standard error, in points (none recorded: nothing)."""
+    return "" if se is None else f" ± {100 * se:.1f}"

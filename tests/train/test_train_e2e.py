@@ -66,6 +66,11 @@ async def test_tiny_run_writes_every_file_and_the_counts_add_up(
     _check_rates(on_disk["heldout_pass_rate_after_sft"])
     _check_rates(on_disk["heldout_pass_rate_after_rl"])
     assert on_disk["heldout_pass_rate_sft_only_control"] is None
+    for stage in ("after_sft", "after_rl"):  # at most 0.5 / sqrt(tasks x (draws - 1))
+        errors = on_disk["heldout_sampled_se"][stage]
+        assert set(errors) == {"all", "demo_levels", "test_only_levels"}
+        assert all(0.0 <= e <= 0.5 for e in errors.values())
+    assert " ± " in run.report.read_text()
     assert 0 <= on_disk["max_staleness_seen"] <= tiny_config.learner.k
     assert on_disk["versions"] >= tiny_config.rl.max_versions
     # Each version's 4 episodes come in at least two groups of 2: one step on each half.
