@@ -583,9 +583,9 @@ class TransformerPolicy:
         after = [_AfterStem(layer.k[rows], layer.v[rows]) for layer in kept]
         with self._autocast():
             logits = self.model(tokens, positions, key_valid, after, width)
-        # Completion token j of row i is predicted at index len(prompt) - start + j - 1 of its
-        # rest (>= 0: a stem leaves every prompt at least one token of its own).
-        # Token j of row i's completion: predicted at (i, first + j), written at (i, j).
+        # Completion token j of row i is predicted at index first + j of its rest, first =
+        # len(prompt) - start - 1 (>= 0: a stem leaves every prompt a token of its own), and
+        # written at (i, j).
         row: list[int] = []
         at: list[int] = []
         col: list[int] = []

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import click
 import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from roost.train.compare import GainStats, RunFigures, gain_stats
+from roost.train.compare import GainStats, HeldOut, PoolStats, RunFigures
 
 MODES = ("greedy", "sampled")
 
@@ -27,7 +26,12 @@ MODES = ("greedy", "sampled")
 def compare_command(run_dirs: tuple[Path, ...], json_out: Path | None) -> None:
     """Show the held-out figures of RUN_DIRS side by side; runs from the same warm start are
     pooled into the mean gain of RL with a 95 % interval."""
-    from roost.train.compare import CompareError, load_run_figures, pool_by_warm_start
+    from roost.train.compare import (
+        CompareError,
+        load_run_figures,
+        pool_by_warm_start,
+        pool_stats,
+    )
 
     try:
         runs = [load_run_figures(run_dir) for run_dir in run_dirs]
@@ -35,15 +39,7 @@ def compare_command(run_dirs: tuple[Path, ...], json_out: Path | None) -> None:
         raise click.ClickException(str(exc)) from None
     console = Console()
     console.print(_runs_table(runs))
-    pools = [
-        {
-            "runs": [run.run for run in pool],
-            "after_sft": msgspec.to_builtins(pool[0].after_sft),
-            **{f"gain_{mode}": _stats(pool, "gain", mode) for mode in MODES},
-            **{f"over_control_{mode}": _stats(pool, "over_control", mode) for mode in MODES},
-        }
-        for pool in pool_by_warm_start(runs)
-    ]
+    pools = [pool_stats(pool) for pool in pool_by_warm_start(runs)]
     for pool in pools:
         console.print(_pool_lines(pool))
     if json_out is not None:
@@ -56,17 +52,9 @@ def compare_command(run_dirs: tuple[Path, ...], json_out: Path | None) -> None:
             for run in runs
         ]
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps({"runs": rows, "pools": pools}, indent=2) + "\n")
+        document = {"runs": rows, "pools": msgspec.to_builtins(pools)}
+        json_out.write_text(json.dumps(document, indent=2) + "\n")
         console.print(f"wrote {json_out}")
-
-
-def _stats(pool: list[RunFigures], what: str, mode: str) -> dict[str, Any] | None:
-    runs = [run for run in pool if getattr(run, what)(mode) is not None]
-    values = [getattr(run, what)(mode) for run in runs]
-    # Only the sampled gain has a recorded evaluation error.
-    errors = [run.gain_se for run in runs] if (what, mode) == ("gain", "sampled") else []
-    stats = gain_stats(values, errors)
-    return None if stats is None else msgspec.to_builtins(stats)
 
 
 def _pct(value: float | None) -> str:
@@ -113,23 +101,22 @@ def _runs_table(runs: list[RunFigures]) -> Table:
     return table
 
 
-def _pair(figures: Any) -> str:
+def _pair(figures: HeldOut | None) -> str:
     if figures is None:
         return "-"
     return f"{_pct(figures.all.greedy)} / {_pct(figures.all.sampled)}"
 
 
-def _pool_lines(pool: dict[str, Any]) -> str:
-    sft = pool["after_sft"]["all"]
-    lines = [
-        f"{len(pool['runs'])} run(s) from one warm start (after SFT "
-        f"{_pct(sft['greedy'])} / {_pct(sft['sampled'])} %):"
-    ]
-    for what, label in (("gain", "RL's gain"), ("over_control", "RL - control, test-only")):
-        for mode in MODES:
-            stats = pool[f"{what}_{mode}"]
-            if stats is not None:
-                lines.append(f"  {label}, {mode}: {_describe(GainStats(**stats))}")
+def _pool_lines(pool: PoolStats) -> str:
+    lines = [f"{len(pool.runs)} run(s) from one warm start (after SFT {_pair(pool.after_sft)} %):"]
+    for label, stats in (
+        ("RL's gain, greedy", pool.gain_greedy),
+        ("RL's gain, sampled", pool.gain_sampled),
+        ("RL - control, test-only, greedy", pool.over_control_greedy),
+        ("RL - control, test-only, sampled", pool.over_control_sampled),
+    ):
+        if stats is not None:
+            lines.append(f"  {label}: {_describe(stats)}")
     return "\n".join(lines)
 
 

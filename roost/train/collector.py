@@ -269,7 +269,8 @@ class Collector(Actor):
             extra = relabelled_sample(msg.rollout_id, turns) if self.hindsight else None
             if extra is not None:
                 group.samples.append(extra)
-            group.passed |= _passed_samples(msg.rollout_id, turns, self.credit, extra)
+            if self.partial_credit_in == "unsolved":  # the only reader of `passed`
+                group.passed |= _passed_samples(msg.rollout_id, turns, self.credit, extra)
         self._count(record)
         if usable and self.on_scored is not None:
             first_passed = bool(record.turns) and record.turns[0].passed

@@ -19,10 +19,12 @@ import msgspec
 __all__ = [
     "CompareError",
     "GainStats",
+    "PoolStats",
     "RunFigures",
     "gain_stats",
     "load_run_figures",
     "pool_by_warm_start",
+    "pool_stats",
 ]
 
 # Two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom (beyond: the normal's).
@@ -132,11 +134,8 @@ def gain_stats(gains: Sequence[float], errors: Sequence[float | None] = ()) -> G
     if not gains:
         return None
     n, mean = len(gains), statistics.fmean(gains)
-    eval_sd = (
-        math.sqrt(statistics.fmean(e * e for e in errors if e is not None))
-        if len(errors) == n and None not in errors
-        else None
-    )
+    known = [e for e in errors if e is not None]
+    eval_sd = math.sqrt(statistics.fmean(e * e for e in known)) if len(known) == n else None
     if n == 1:
         return GainStats(n=1, mean=mean, sd=None, low=None, high=None, eval_sd=eval_sd)
     sd = statistics.stdev(gains)
@@ -205,3 +204,34 @@ def pool_by_warm_start(runs: Sequence[RunFigures]) -> list[list[RunFigures]]:
         )
         groups.setdefault(key, []).append(run)
     return list(groups.values())
+
+
+class PoolStats(msgspec.Struct, frozen=True):
+    """The runs of one warm start, pooled: RL's gain and its margin over the control."""
+
+    runs: list[str]
+    after_sft: HeldOut
+    gain_greedy: GainStats | None
+    gain_sampled: GainStats | None  # the only one with the runs' evaluation error
+    over_control_greedy: GainStats | None
+    over_control_sampled: GainStats | None
+
+
+def pool_stats(pool: Sequence[RunFigures]) -> PoolStats:
+    """The statistics of one group from `pool_by_warm_start` (each run has both evaluations)."""
+    assert pool[0].after_sft is not None
+
+    def pooled(values: Sequence[float | None]) -> GainStats | None:
+        return gain_stats([v for v in values if v is not None])
+
+    sampled = [(run.gain("sampled"), run.gain_se) for run in pool]
+    return PoolStats(
+        runs=[run.run for run in pool],
+        after_sft=pool[0].after_sft,
+        gain_greedy=pooled([run.gain("greedy") for run in pool]),
+        gain_sampled=gain_stats(
+            [g for g, _ in sampled if g is not None], [e for g, e in sampled if g is not None]
+        ),
+        over_control_greedy=pooled([run.over_control("greedy") for run in pool]),
+        over_control_sampled=pooled([run.over_control("sampled") for run in pool]),
+    )
