@@ -70,6 +70,15 @@ def default_run_batch(
     return groups
 
 
+def default_run_prompts(
+    rng: random.Random, tasks: ProceduralTasks, enc: Callable[..., list[int]], count: int = 16
+) -> list[list[int]]:
+    """`count` task prompts of levels 1-3, as one of the generator's chunks holds."""
+    return [
+        enc(tasks.task(rng.choice([1, 2, 3]), rng.randrange(10_000)).prompt) for _ in range(count)
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)

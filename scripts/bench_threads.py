@@ -23,7 +23,7 @@ import statistics
 import threading
 import time
 
-from bench_learner import default_run_batch
+from bench_learner import default_run_batch, default_run_prompts
 from rich.console import Console
 from rich.table import Table
 
@@ -95,9 +95,7 @@ def main() -> None:
     policy = TransformerPolicy(MODEL, seed=0)
     tasks = ProceduralTasks(seed=0, max_level=3)
     enc = policy.tokenizer.encode
-    prompts = [
-        enc(tasks.task(rng.choice([1, 2, 3]), rng.randrange(10_000)).prompt) for _ in range(16)
-    ]
+    prompts = default_run_prompts(rng, tasks, enc)
     batches = [default_run_batch(rng, tasks, enc) for _ in range(4)]
     core = LearnerCore(
         TransformerPolicy(MODEL, seed=0),
