@@ -20,16 +20,18 @@ import statistics
 import time
 
 import torch
-from bench_learner import default_run_batch, default_run_prompts
+from bench_learner import (
+    DEFAULT_MODEL,
+    default_run_batch,
+    default_run_core,
+    default_run_prompts,
+)
 from rich.console import Console
 from rich.table import Table
 
-from actors._grpo import LossConfig
-from actors._learner_core import LearnerConfig, LearnerCore, Trajectory
-from policies.transformer import TransformerConfig, TransformerPolicy
+from actors._learner_core import LearnerCore, Trajectory
+from policies.transformer import TransformerPolicy
 from tasks.procedural import ProceduralTasks
-
-MODEL = TransformerConfig(d_model=192, n_layers=4, n_heads=4, max_len=512)  # the default
 
 
 class SwitchablePolicy(TransformerPolicy):
@@ -64,16 +66,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    policy = SwitchablePolicy(MODEL, seed=0)
+    policy = SwitchablePolicy(DEFAULT_MODEL, seed=0)
     tasks = ProceduralTasks(seed=0, max_level=3)
     enc = policy.tokenizer.encode
     prompts = default_run_prompts(rng, tasks, enc)
     batches = [default_run_batch(rng, tasks, enc) for _ in range(args.rounds)]
-    core = LearnerCore(
-        SwitchablePolicy(MODEL, seed=0),
-        LearnerConfig(loss=LossConfig(kl_coef=0.1)),
-        reference=SwitchablePolicy(MODEL, seed=0),
-    )
+    core = default_run_core(SwitchablePolicy)
     arms = {"fp32": False, "bf16 autocast": True}
     for on in arms.values():  # warm-up: allocator, kernels, the first Adam step
         SwitchablePolicy.bf16 = on

@@ -32,6 +32,7 @@ from tasks import Verdict
 from tasks.procedural import ProceduralTasks
 
 WRONG = "    return (x * 3) + 4\n"
+DEFAULT_MODEL = TransformerConfig(d_model=192, n_layers=4, n_heads=4, max_len=512)  # the run's
 
 
 def default_run_batch(
@@ -79,14 +80,22 @@ def default_run_prompts(
     ]
 
 
+def default_run_core(policy_type: type[TransformerPolicy] = TransformerPolicy) -> LearnerCore:
+    """A learner on the default model with the default run's KL anchor (fresh weights)."""
+    return LearnerCore(
+        policy_type(DEFAULT_MODEL, seed=0),
+        LearnerConfig(loss=LossConfig(kl_coef=0.1)),
+        reference=policy_type(DEFAULT_MODEL, seed=0),
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    model = TransformerConfig(d_model=192, n_layers=4, n_heads=4, max_len=512)  # the default
-    probe = TransformerPolicy(model, seed=0)
+    probe = TransformerPolicy(DEFAULT_MODEL, seed=0)
     tasks = ProceduralTasks(seed=0, max_level=3)
     batches = [default_run_batch(rng, tasks, probe.tokenizer.encode) for _ in range(args.repeats)]
     budget = LearnerConfig().micro_batch_tokens
@@ -97,11 +106,11 @@ def main() -> None:
     }
     cores = {
         name: LearnerCore(
-            TransformerPolicy(model, seed=0),
+            TransformerPolicy(DEFAULT_MODEL, seed=0),
             LearnerConfig(
                 micro_batch_tokens=tokens, shared_stems=share, loss=LossConfig(kl_coef=0.1)
             ),
-            reference=TransformerPolicy(model, seed=0),
+            reference=TransformerPolicy(DEFAULT_MODEL, seed=0),
         )
         for name, (tokens, share) in arms.items()
     }

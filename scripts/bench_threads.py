@@ -23,18 +23,20 @@ import statistics
 import threading
 import time
 
-from bench_learner import default_run_batch, default_run_prompts
+from bench_learner import (
+    DEFAULT_MODEL,
+    default_run_batch,
+    default_run_core,
+    default_run_prompts,
+)
 from rich.console import Console
 from rich.table import Table
 
-from actors._grpo import LossConfig
-from actors._learner_core import LearnerConfig, LearnerCore, Trajectory
+from actors._learner_core import LearnerCore, Trajectory
 from policies.neural import DEFAULT_THREADS, use_threads
-from policies.transformer import TransformerConfig, TransformerPolicy
+from policies.transformer import TransformerPolicy
 from roost.train.rl import rl_threads
 from tasks.procedural import ProceduralTasks
-
-MODEL = TransformerConfig(d_model=192, n_layers=4, n_heads=4, max_len=512)  # the default
 
 
 def _generate_for(
@@ -92,16 +94,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    policy = TransformerPolicy(MODEL, seed=0)
+    policy = TransformerPolicy(DEFAULT_MODEL, seed=0)
     tasks = ProceduralTasks(seed=0, max_level=3)
     enc = policy.tokenizer.encode
     prompts = default_run_prompts(rng, tasks, enc)
     batches = [default_run_batch(rng, tasks, enc) for _ in range(4)]
-    core = LearnerCore(
-        TransformerPolicy(MODEL, seed=0),
-        LearnerConfig(loss=LossConfig(kl_coef=0.1)),
-        reference=TransformerPolicy(MODEL, seed=0),
-    )
+    core = default_run_core()
     arms = {"default": 0, "shared": rl_threads(0)}
     _round(0, 5.0, policy, prompts, core, batches)  # warm-up
     figures: dict[str, list[tuple[float, float]]] = {name: [] for name in arms}
