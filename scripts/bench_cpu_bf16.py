@@ -65,6 +65,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds: must be >= 1, got {args.rounds}")
     rng = random.Random(args.seed)
     policy = SwitchablePolicy(DEFAULT_MODEL, seed=0)
     tasks = ProceduralTasks(seed=0, max_level=3)

@@ -93,6 +93,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.rounds < 1 or args.seconds <= 0:
+        parser.error(
+            f"--rounds must be >= 1 and --seconds > 0, got {args.rounds} and {args.seconds}"
+        )
     rng = random.Random(args.seed)
     policy = TransformerPolicy(DEFAULT_MODEL, seed=0)
     tasks = ProceduralTasks(seed=0, max_level=3)
