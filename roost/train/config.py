@@ -175,9 +175,11 @@ class SFTSection(_Section):
 
 
 class RLSection(_Section):
-    time_budget_s: float = 480.0  # the default run stays within 15 min with SFT and evaluation
+    #: The RL phase's wall time at most (across resumes); `time_limit_s` may shorten it.
+    time_budget_s: float = 600.0
     max_versions: int = 0  # stop after this many learner versions (0: time only)
-    drain_timeout_s: float = 60.0
+    #: Running episodes get this long to finish at the end (the default run: 7-21 s here).
+    drain_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
         _positive("time_budget_s", self.time_budget_s)
@@ -318,6 +320,10 @@ class TrainConfig(_Section):
     name: str = "default"
     seed: int = 0
     control: bool = False  # also train an SFT-only control for the RL phase's wall time
+    #: The run's wall-time limit from start to summary (0: none). The RL phase (and with it the
+    #: control) is shortened to what the run has left (roost/train/budget.py); 840 s keeps the
+    #: default run within 15 minutes with a minute for the set-up.
+    time_limit_s: float = 840.0
     chaos: str = ""  # --chaos: faults to inject (docs/reliability.md), e.g. "kill_sandbox=0.02"
     tasks: TasksConfig = msgspec.field(default_factory=TasksConfig)
     episode: EpisodeConfig = msgspec.field(default_factory=EpisodeConfig)
@@ -332,6 +338,7 @@ class TrainConfig(_Section):
     view: ViewSection = msgspec.field(default_factory=ViewSection)
 
     def __post_init__(self) -> None:
+        _non_negative("time_limit_s", self.time_limit_s)
         spec = chaos_spec(self.chaos)
         if spec.needs_docker and self.sandbox.backend not in ("docker", "gvisor"):
             raise ValueError(

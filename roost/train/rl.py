@@ -96,6 +96,7 @@ class RLPhase:
         recorder: ActorRef,
         checkpoint_dir: Path,
         segment: int,
+        budget_s: float,
         elapsed_before_s: float,
         counts: RunCounts,
         stop: anyio.Event,
@@ -114,6 +115,7 @@ class RLPhase:
         self.recorder = recorder
         self.checkpoint_dir = checkpoint_dir
         self.segment = segment
+        self.budget_s = budget_s  # the phase's wall time, across resumes
         self.elapsed_before_s = elapsed_before_s
         self.counts = counts
         self.stop = stop
@@ -303,7 +305,7 @@ class RLPhase:
         system.metrics.gauge("train.version", lambda: float(book.version))
         system.metrics.gauge("train.rl_elapsed_s", self.elapsed)
         self._started = time.perf_counter()
-        budget = cfg.rl.time_budget_s - self.elapsed_before_s
+        budget = self.budget_s - self.elapsed_before_s
         interrupted = False
         async with anyio.create_task_group() as group:
             group.start_soon(self._feed)

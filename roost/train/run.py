@@ -3,7 +3,8 @@ when `progress.json` says it is done:
 
 1. SFT warm start on the demonstration levels (`checkpoints/sft.pt`);
 2. held-out evaluation after SFT;
-3. RL (`roost/train/rl.py`), resumed from the newest learner checkpoint;
+3. RL (`roost/train/rl.py`), resumed from the newest learner checkpoint, for what the run's
+   time limit leaves it (`roost/train/budget.py`);
 4. held-out evaluation after RL;
 5. with `control`, an SFT-only control: SFT continued from `sft.pt` for the RL phase's wall
    time, then the same held-out evaluation;
@@ -34,6 +35,7 @@ from actors.recorder import Flush, Recorder
 from policies.transformer import TransformerPolicy
 from roost.chaos.spec import ChaosSpec
 from roost.chaos.wrappers import ChaosCounts, ChaosSandbox
+from roost.train.budget import rl_budget_s
 from roost.train.collector import RunCounts
 from roost.train.config import TrainConfig, chaos_spec
 from roost.train.evaluation import evaluate_heldout
@@ -195,7 +197,9 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
                 concurrency=config.eval.concurrency,
                 seed=config.seed,
             )
-            record = {"result": result, **details} | ({"weights": label} if label else {})
+            seconds = time.perf_counter() - started
+            record = {"result": result, **details, "seconds": seconds}
+            record |= {"weights": label} if label else {}
             progress.setdefault("evals", {})[stage] = record
             run.write_progress(progress)
             await recorder.tell(
@@ -206,7 +210,7 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
                         k: {m: v for m, v in r.items() if v is not None} for k, r in result.items()
                     },
                     tasks=len(heldout),
-                    seconds=time.perf_counter() - started,
+                    seconds=seconds,
                     wall=time.time(),
                 )
             )
@@ -268,6 +272,9 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
                         counts,
                         hooks,
                         board,
+                        spent_s=float(progress.get("wall_s", 0.0))
+                        + time.perf_counter()
+                        - segment_started,
                         chaos=chaos,
                         chaos_counts=chaos_counts,
                     )
@@ -346,9 +353,29 @@ async def _rl_phase(
     hooks: TrainHooks,
     board: Dashboard,
     *,
+    spent_s: float,
     chaos: ChaosSpec | None,
     chaos_counts: ChaosCounts,
 ) -> None:
+    rl_progress = progress.setdefault("rl", {})
+    if "budget_s" not in rl_progress:  # set once: a resumed run finishes the same phase
+        eval_s = float(progress.get("evals", {}).get("after_sft", {}).get("seconds", 0.0))
+        budget = rl_budget_s(config, spent_s=spent_s, eval_s=eval_s)
+        rl_progress["budget_s"] = budget
+        run.write_progress(progress)
+        if budget < config.rl.time_budget_s:
+            (_log.warning if budget <= 0 else _log.info)(
+                "rl_budget_shortened",
+                budget_s=round(budget, 1),
+                time_budget_s=config.rl.time_budget_s,
+                time_limit_s=config.time_limit_s,
+                spent_s=round(spent_s, 1),
+            )
+    if float(rl_progress["budget_s"]) <= 0:
+        # Out of time before RL began: no episode starts, and there is no "after RL" to score.
+        rl_progress.update(done=True, elapsed_s=0.0, version=0)
+        run.write_progress(progress)
+        return
     resume: Checkpoint | None = None
     if any(run.checkpoints.glob("ckpt-*.pt")):
         resume = await _off_loop(load_checkpoint, run.checkpoints)
@@ -363,7 +390,6 @@ async def _rl_phase(
         reference = make_policy(config.model, seed=config.seed)
         await _off_loop(load_weights, reference, run.sft_weights, version=0)
     await _close_earlier_segments(run, source, recorder, resume, int(progress["segment"]))
-    rl_progress = progress.setdefault("rl", {})
     phase = RLPhase(
         config,
         system=system,
@@ -376,6 +402,7 @@ async def _rl_phase(
         recorder=recorder,
         checkpoint_dir=run.checkpoints,
         segment=int(progress["segment"]),
+        budget_s=float(rl_progress["budget_s"]),
         elapsed_before_s=float(rl_progress.get("elapsed_s", 0.0)),
         counts=counts,
         stop=hooks.stop,

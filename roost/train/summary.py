@@ -109,6 +109,9 @@ def summarize(
         "learner_steps_lost": lineage.void_steps,  # logged, but lost with a killed process
         "trained_in_lost_steps": lineage.trained_in_lost_steps,
         "rl_seconds": rl_s,
+        # the RL phase's wall time: rl.time_budget_s, or less where time_limit_s cut it
+        "rl_budget_s": rl.get("budget_s"),
+        "time_limit_s": config.time_limit_s,
         "sft": progress.get("sft"),
         "control": progress.get("control"),
         "wall_seconds": float(progress.get("wall_s", 0.0)),

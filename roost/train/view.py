@@ -96,7 +96,7 @@ class Dashboard:
 
     def eta(self) -> float | None:
         if self.phase == "rl" and self.rl is not None:
-            return max(0.0, self.config.rl.time_budget_s - self.rl.elapsed())
+            return max(0.0, self.rl.budget_s - self.rl.elapsed())
         if self.phase_budget is not None and self.phase in ("sft", "control sft"):
             elapsed = time.perf_counter() - self.phase_started
             left = max(0.0, self.phase_budget - elapsed)
