@@ -24,7 +24,7 @@ FINISH_MARGIN_S = 15.0
 def rl_budget_s(config: TrainConfig, *, spent_s: float, eval_s: float) -> float:
     """The RL phase's wall time: `rl.time_budget_s`, shortened to what `time_limit_s` leaves
     after `spent_s` seconds of the run, an evaluation taking `eval_s`; 0 when nothing is left
-    (the phase then ends as soon as it starts)."""
+    (the run then skips RL)."""
     cap = config.rl.time_budget_s
     if not config.time_limit_s:
         return cap
