@@ -56,6 +56,7 @@ _STOPPED_PROBE = (
 )
 KILL_GRACE_S = 10.0
 EXIT_WAIT_S = 2.0  # how long docker may take to record the exit status of a lost helper
+OOM_FLAG_WAIT_S = 5.0  # how long docker may take to record that a dead container was OOM-killed
 
 
 class DockerSandbox(HelperSandbox):
@@ -267,9 +268,11 @@ class DockerSandbox(HelperSandbox):
         exceeded its memory (its failure, reported as such); either way the sandbox is gone."""
         assert self._container is not None
         state: dict[str, Any] = {}
-        # Docker records OOMKilled from a separate event that can trail the exit by a moment;
-        # a SIGKILLed container (137) is worth asking again briefly before calling it infra.
-        with anyio.move_on_after(2.0):
+        # Docker records OOMKilled from a separate event that can trail the exit; a SIGKILLed
+        # container (137) is worth asking again before calling it infra. 2 s was once too
+        # short under a loaded CI run (a gVisor memory bomb then read as infra); 5 s costs
+        # only such deaths, which are rare.
+        with anyio.move_on_after(OOM_FLAG_WAIT_S):
             while True:
                 async with daemon_call("inspect dead container"):
                     state = (await self._container.show()).get("State", {})
