@@ -20,6 +20,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -80,11 +81,14 @@ def default_run_prompts(
     ]
 
 
-def default_run_core(policy_type: type[TransformerPolicy] = TransformerPolicy) -> LearnerCore:
-    """A learner on the default model with the default run's KL anchor (fresh weights)."""
+def default_run_core(
+    policy_type: type[TransformerPolicy] = TransformerPolicy, **learner: Any
+) -> LearnerCore:
+    """A learner on the default model with the default run's KL anchor (fresh weights);
+    `learner` sets other `LearnerConfig` fields (the arms of a benchmark)."""
     return LearnerCore(
         policy_type(DEFAULT_MODEL, seed=0),
-        LearnerConfig(loss=LossConfig(kl_coef=0.1)),
+        LearnerConfig(loss=LossConfig(kl_coef=0.1), **learner),
         reference=policy_type(DEFAULT_MODEL, seed=0),
     )
 
@@ -105,13 +109,7 @@ def main() -> None:
         "micro-batches, shared stems": (budget, True),
     }
     cores = {
-        name: LearnerCore(
-            TransformerPolicy(DEFAULT_MODEL, seed=0),
-            LearnerConfig(
-                micro_batch_tokens=tokens, shared_stems=share, loss=LossConfig(kl_coef=0.1)
-            ),
-            reference=TransformerPolicy(DEFAULT_MODEL, seed=0),
-        )
+        name: default_run_core(micro_batch_tokens=tokens, shared_stems=share)
         for name, (tokens, share) in arms.items()
     }
     for core in cores.values():  # warm-up: allocator, first Adam step
