@@ -116,6 +116,26 @@ def shared_stems(
     return stems, which
 
 
+def pack_rows(lengths: Sequence[int], width: int) -> list[tuple[int, int]]:
+    """(Row, start) for each sequence of `lengths`, packed first-fit, longest first, into rows
+    of `width` tokens. Ties keep their order, so a batch packs the same way every time.
+
+    :raises ValueError: a sequence is longer than `width`.
+    """
+    if any(n > width for n in lengths):
+        raise ValueError(f"a sequence of {max(lengths)} tokens does not fit a row of {width}")
+    free: list[int] = []
+    placed = [(0, 0)] * len(lengths)
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        n = lengths[i]
+        row = next((r for r, room in enumerate(free) if room >= n), len(free))
+        if row == len(free):
+            free.append(width)
+        placed[i] = (row, width - free[row])
+        free[row] -= n
+    return placed
+
+
 def _common(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     if a[:n] == b[:n]:
@@ -213,9 +233,11 @@ class _Decoder(nn.Module):
         key_valid: torch.Tensor,
         cache: Sequence[_KeyStore] | None = None,
         at: int = 0,
+        segments: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits for `tokens` [B, T] at cache positions `at`..`at + T` (`cache` then holds
-        their keys too); `key_valid` [B, at + T] marks real keys."""
+        their keys too); `key_valid` [B, at + T] marks real keys. `segments` [B, T] (no cache)
+        labels the sequences packed into a row: a token sees only keys of its own label."""
         t = tokens.shape[1]
         s = key_valid.shape[1]
         # Causal over the batch's shared timeline; pads are never keys, except that every query
@@ -224,6 +246,8 @@ class _Decoder(nn.Module):
         query_at = timeline[s - t :].unsqueeze(1)
         causal = timeline.unsqueeze(0) <= query_at
         mask = causal.unsqueeze(0) & key_valid.unsqueeze(1)
+        if segments is not None:
+            mask = mask & (segments.unsqueeze(2) == segments.unsqueeze(1))
         mask = mask | (timeline.unsqueeze(0) == query_at).unsqueeze(0)
         angles = positions.unsqueeze(-1).float() * self.inv_freq  # [B, T, D/2]
         rotary = (angles.cos().unsqueeze(1), angles.sin().unsqueeze(1))
@@ -515,34 +539,67 @@ class TransformerPolicy:
             stems, which = shared_stems(prompts, groups)
             if any(stems):
                 return self._stemmed_logprobs(prompts, completions, stems, which, temperature)
-        # Right-padded [prompt | completion]; the logit at position j predicts token j + 1.
+        return self._packed_logprobs(prompts, completions, temperature)
+
+    def _packed_logprobs(
+        self,
+        prompts: Sequence[Sequence[int]],
+        completions: Sequence[Sequence[int]],
+        temperature: float,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`token_logprobs` with the sequences packed into rows as wide as the longest, each
+        seeing only its own tokens at its own positions: the same function as one padded row
+        per sequence, without computing the pads (a third of a padded SFT batch here)."""
         dev = self._device
-        pad = self.tokenizer.pad
         seqs = [list(p) + list(c) for p, c in zip(prompts, completions, strict=True)]
-        tokens, valid = _right_padded(seqs, pad, dev)
-        width = tokens.shape[1]
-        positions = torch.arange(width, device=dev).expand(len(seqs), width)
+        width = max(len(seq) for seq in seqs)
+        placed = pack_rows([len(seq) for seq in seqs], width)
+        n_rows = max(row for row, _ in placed) + 1
+        tokens = [[self.tokenizer.pad] * width for _ in range(n_rows)]
+        positions = [[0] * width for _ in range(n_rows)]
+        segments = [[-1] * width for _ in range(n_rows)]
+        for i, (seq, (row, start)) in enumerate(zip(seqs, placed, strict=True)):
+            tokens[row][start : start + len(seq)] = seq
+            positions[row][start : start + len(seq)] = range(len(seq))
+            segments[row][start : start + len(seq)] = [i] * len(seq)
+        segment_t = torch.tensor(segments, device=dev)
         with self._autocast():
-            logits = self.model(tokens, positions, valid)
-        scale = temperature if temperature > 0 else 1.0
-        logp_all = torch.log_softmax(logits[:, :-1] / scale, dim=-1)
-        next_tok = tokens[:, 1:].clamp(max=self.config.vocab_size - 1)
-        logp_next = logp_all.gather(2, next_tok.unsqueeze(2)).squeeze(2)
+            logits = self.model(
+                torch.tensor(tokens, device=dev),
+                torch.tensor(positions, device=dev),
+                segment_t >= 0,
+                segments=segment_t,
+            )
+        # Completion token j of sequence i is predicted at start + len(prompt) - 1 + j of its
+        # row, and written at (i, j).
+        row_of: list[int] = []
+        at: list[int] = []
+        col: list[int] = []
+        target: list[int] = []
+        for (p, c), (row, start) in zip(
+            zip(prompts, completions, strict=True), placed, strict=True
+        ):
+            first = start + len(p) - 1
+            row_of += [row] * len(c)
+            at += range(first, first + len(c))
+            col += range(len(c))
+            target += c
         longest = max(max((len(c) for c in completions), default=0), 1)
         out = torch.zeros(len(seqs), longest, device=dev)
         mask = torch.zeros(len(seqs), longest, device=dev)
-        rows, cols, src = [], [], []
-        for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
-            for j in range(len(c)):
-                rows.append(i)
-                cols.append(j)
-                src.append(len(p) - 1 + j)
-        if rows:
-            r = torch.tensor(rows, device=dev)
-            out = out.index_put(
-                (r, torch.tensor(cols, device=dev)), logp_next[r, torch.tensor(src, device=dev)]
+        if row_of:
+            scale = temperature if temperature > 0 else 1.0
+            logp = torch.log_softmax(
+                logits[torch.tensor(row_of, device=dev), torch.tensor(at, device=dev)] / scale,
+                dim=-1,
             )
-            mask[rows, cols] = 1.0
+            wanted = torch.tensor(target, device=dev).clamp(max=self.config.vocab_size - 1)
+            chosen = logp.gather(1, wanted.unsqueeze(1)).squeeze(1)
+            seq_of = [i for i, c in enumerate(completions) for _ in c]
+            out = out.index_put(
+                (torch.tensor(seq_of, device=dev), torch.tensor(col, device=dev)), chosen
+            )
+            mask[seq_of, col] = 1.0
         return out, mask
 
     def _stemmed_logprobs(
