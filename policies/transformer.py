@@ -237,7 +237,8 @@ class _Decoder(nn.Module):
     ) -> torch.Tensor:
         """Logits for `tokens` [B, T] at cache positions `at`..`at + T` (`cache` then holds
         their keys too); `key_valid` [B, at + T] marks real keys. `segments` [B, T] (no cache)
-        labels the sequences packed into a row: a token sees only keys of its own label."""
+        labels the sequences packed into a row: a token sees only keys of its own label, and
+        the cached keys before `at`."""
         t = tokens.shape[1]
         s = key_valid.shape[1]
         # Causal over the batch's shared timeline; pads are never keys, except that every query
@@ -247,7 +248,10 @@ class _Decoder(nn.Module):
         causal = timeline.unsqueeze(0) <= query_at
         mask = causal.unsqueeze(0) & key_valid.unsqueeze(1)
         if segments is not None:
-            mask = mask & (segments.unsqueeze(2) == segments.unsqueeze(1))
+            # A cached prefix (a rest pass's stem) is every query's; the new keys are only
+            # their own sequence's.
+            keys = torch.cat([segments.new_full((segments.shape[0], s - t), -2), segments], 1)
+            mask = mask & ((segments.unsqueeze(2) == keys.unsqueeze(1)) | (timeline < s - t))
         mask = mask | (timeline.unsqueeze(0) == query_at).unsqueeze(0)
         angles = positions.unsqueeze(-1).float() * self.inv_freq  # [B, T, D/2]
         rotary = (angles.cos().unsqueeze(1), angles.sin().unsqueeze(1))
@@ -612,8 +616,9 @@ class TransformerPolicy:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """`token_logprobs` in two passes: each shared stem once, then every sequence's rest
         attending to its stem's keys (the gradient of a stem sums over the rows that share
-        it). The same function of the weights as one pass over each whole sequence, at a
-        fraction of the cost when a GRPO group's eight prompts are one."""
+        it; a stem's rests are packed into rows). The same function of the weights as one
+        pass over each whole sequence, at a fraction of the cost when a GRPO group's eight
+        prompts are one."""
         dev = self._device
         pad = self.tokenizer.pad
         stem_tokens, stem_valid = _right_padded(stems, pad, dev)
@@ -630,40 +635,68 @@ class TransformerPolicy:
         rests = [
             list(p[n:]) + list(c) for p, c, n in zip(prompts, completions, starts, strict=True)
         ]
-        tokens, rest_valid = _right_padded(rests, pad, dev)
-        rest_width = tokens.shape[1]
-        rows = torch.tensor(list(which), device=dev)
-        key_valid = torch.cat([stem_valid[rows], rest_valid], dim=1)
-        positions = torch.tensor(starts, device=dev).unsqueeze(1) + torch.arange(
-            rest_width, device=dev
-        )
+        # Each stem's rests packed into rows of their own (a row attends to one stem), as wide
+        # as the longest rest: a first attempt's rest is a token and the completion, a
+        # revision's the feedback too, and padded to one width they were 40 % pads.
+        rest_width = max(len(rest) for rest in rests)
+        placed: list[tuple[int, int]] = [(0, 0)] * len(rests)
+        row_stem: list[int] = []
+        for stem in dict.fromkeys(which):
+            members = [i for i, w in enumerate(which) if w == stem]
+            local = pack_rows([len(rests[i]) for i in members], rest_width)
+            for i, (row, start) in zip(members, local, strict=True):
+                placed[i] = (len(row_stem) + row, start)
+            row_stem += [stem] * (1 + max(row for row, _ in local))
+        tokens = [[pad] * rest_width for _ in row_stem]
+        positions = [[0] * rest_width for _ in row_stem]
+        segments = [[-1] * rest_width for _ in row_stem]
+        for i, (rest, (row, start)) in enumerate(zip(rests, placed, strict=True)):
+            tokens[row][start : start + len(rest)] = rest
+            positions[row][start : start + len(rest)] = range(starts[i], starts[i] + len(rest))
+            segments[row][start : start + len(rest)] = [i] * len(rest)
+        segment_t = torch.tensor(segments, device=dev)
+        rows = torch.tensor(row_stem, device=dev)
+        key_valid = torch.cat([stem_valid[rows], segment_t >= 0], dim=1)
         after = [_AfterStem(layer.k[rows], layer.v[rows]) for layer in kept]
         with self._autocast():
-            logits = self.model(tokens, positions, key_valid, after, width)
-        # Completion token j of row i is predicted at index first + j of its rest, first =
-        # len(prompt) - start - 1 (>= 0: a stem leaves every prompt a token of its own), and
-        # written at (i, j).
-        row: list[int] = []
+            logits = self.model(
+                torch.tensor(tokens, device=dev),
+                torch.tensor(positions, device=dev),
+                key_valid,
+                after,
+                width,
+                segments=segment_t,
+            )
+        # Completion token j of sample i is predicted at index first + j of its rest, first =
+        # len(prompt) - start - 1 (>= 0: a stem leaves every prompt a token of its own), so at
+        # column offset + first + j of its row; it is written at (i, j).
+        row_of: list[int] = []
         at: list[int] = []
         col: list[int] = []
         target: list[int] = []
         for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
-            first = len(p) - starts[i] - 1
-            row += [i] * len(c)
+            row, offset = placed[i]
+            first = offset + len(p) - starts[i] - 1
+            row_of += [row] * len(c)
             at += range(first, first + len(c))
             col += range(len(c))
             target += c
         longest = max(max((len(c) for c in completions), default=0), 1)
         out = torch.zeros(len(prompts), longest, device=dev)
         mask = torch.zeros(len(prompts), longest, device=dev)
-        if row:
+        if row_of:
             scale = temperature if temperature > 0 else 1.0
-            rows_t = torch.tensor(row, device=dev)
-            logp = torch.log_softmax(logits[rows_t, torch.tensor(at, device=dev)] / scale, dim=-1)
+            logp = torch.log_softmax(
+                logits[torch.tensor(row_of, device=dev), torch.tensor(at, device=dev)] / scale,
+                dim=-1,
+            )
             wanted = torch.tensor(target, device=dev).clamp(max=self.config.vocab_size - 1)
             chosen = logp.gather(1, wanted.unsqueeze(1)).squeeze(1)
-            out = out.index_put((rows_t, torch.tensor(col, device=dev)), chosen)
-            mask[row, col] = 1.0
+            sample_of = [i for i, c in enumerate(completions) for _ in c]
+            out = out.index_put(
+                (torch.tensor(sample_of, device=dev), torch.tensor(col, device=dev)), chosen
+            )
+            mask[sample_of, col] = 1.0
         return out, mask
 
     def parameters(self) -> Iterator[nn.Parameter]:

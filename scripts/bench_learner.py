@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The learner's optimizer step: one padded pass, length-sorted micro-batches, and
-micro-batches whose shared prompt stems run once.
+"""The learner's optimizer step: one pass, length-sorted micro-batches, and micro-batches
+whose shared prompt stems run once.
 
 python scripts/bench_learner.py [--repeats N] [--seed S]
 
@@ -9,8 +9,9 @@ at the task's prompt, and revision turns whose prompts carry the last attempt an
 failing test), then times `LearnerCore.update` on the same batches with the whole batch in
 one pass, in micro-batches of `LearnerConfig.micro_batch_tokens`, and in those micro-batches
 with `LearnerConfig.shared_stems` (each group's task prompt computed once), rotating
-the arms so that all see the same machine load. Reports seconds per step and the ratios
-(docs/benchmarks.md).
+the arms so that all see the same machine load. Every arm packs its sequences into rows
+(`pack_rows`; before 2026-12-05 the first two padded one row per sequence, and the stems'
+rests one row each). Reports seconds per step and the ratios (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def main() -> None:
     batches = [default_run_batch(rng, tasks, probe.tokenizer.encode) for _ in range(args.repeats)]
     budget = LearnerConfig().micro_batch_tokens
     arms = {
-        "one padded pass": (1 << 30, False),
+        "one pass": (1 << 30, False),
         f"micro-batches of {budget} tokens": (budget, False),
         "micro-batches, shared stems": (budget, True),
     }
