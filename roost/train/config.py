@@ -153,7 +153,7 @@ class ModelConfig(_Section):
 
 class SFTSection(_Section):
     enabled: bool = True
-    # The step budget ends SFT (about 190-270 s on 2 cores), so the weights RL starts from are
+    # The step budget ends SFT (about 165 s on 2 cores), so the weights RL starts from are
     # the same every run on a machine; the time budget is a cap for a slower one. With a time
     # budget alone the step count varied (801-852) and so did the checkpoint: level 2 ended
     # at 56.7 % in one run and 96.7 % in another. 1,000 steps, not 760: the model learns to
