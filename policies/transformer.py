@@ -236,9 +236,9 @@ class _Decoder(nn.Module):
         segments: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits for `tokens` [B, T] at cache positions `at`..`at + T` (`cache` then holds
-        their keys too); `key_valid` [B, at + T] marks real keys. `segments` [B, T] (no cache)
-        labels the sequences packed into a row: a token sees only keys of its own label, and
-        the cached keys before `at`."""
+        their keys too); `key_valid` [B, at + T] marks real keys. `segments` [B, T] labels the
+        sequences packed into a row: a token sees only the new keys of its own label, and every
+        cached key before `at`."""
         t = tokens.shape[1]
         s = key_valid.shape[1]
         # Causal over the batch's shared timeline; pads are never keys, except that every query
@@ -554,44 +554,69 @@ class TransformerPolicy:
         """`token_logprobs` with the sequences packed into rows as wide as the longest, each
         seeing only its own tokens at its own positions: the same function as one padded row
         per sequence, without computing the pads (a third of a padded SFT batch here)."""
-        dev = self._device
         seqs = [list(p) + list(c) for p, c in zip(prompts, completions, strict=True)]
         width = max(len(seq) for seq in seqs)
         placed = pack_rows([len(seq) for seq in seqs], width)
+        tokens, positions, segments = self._rows(seqs, placed, [0] * len(seqs), width)
+        with self._autocast():
+            logits = self.model(tokens, positions, segments >= 0, segments=segments)
+        # Completion token j of sequence i is predicted at start + len(prompt) - 1 + j of its row.
+        firsts = [
+            (row, start + len(p) - 1) for p, (row, start) in zip(prompts, placed, strict=True)
+        ]
+        return self._completion_logprobs(logits, firsts, completions, temperature)
+
+    def _rows(
+        self,
+        seqs: Sequence[Sequence[int]],
+        placed: Sequence[tuple[int, int]],
+        first_positions: Sequence[int],
+        width: int,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Tokens, positions and segment labels ([rows, width]; pads: label -1) of `seqs` laid
+        out at their `placed` (row, start), sequence i's positions counted from
+        `first_positions[i]`."""
         n_rows = max(row for row, _ in placed) + 1
         tokens = [[self.tokenizer.pad] * width for _ in range(n_rows)]
         positions = [[0] * width for _ in range(n_rows)]
         segments = [[-1] * width for _ in range(n_rows)]
         for i, (seq, (row, start)) in enumerate(zip(seqs, placed, strict=True)):
-            tokens[row][start : start + len(seq)] = seq
-            positions[row][start : start + len(seq)] = range(len(seq))
-            segments[row][start : start + len(seq)] = [i] * len(seq)
-        segment_t = torch.tensor(segments, device=dev)
-        with self._autocast():
-            logits = self.model(
-                torch.tensor(tokens, device=dev),
-                torch.tensor(positions, device=dev),
-                segment_t >= 0,
-                segments=segment_t,
-            )
-        # Completion token j of sequence i is predicted at start + len(prompt) - 1 + j of its
-        # row, and written at (i, j).
+            end = start + len(seq)
+            tokens[row][start:end] = seq
+            positions[row][start:end] = range(first_positions[i], first_positions[i] + len(seq))
+            segments[row][start:end] = [i] * len(seq)
+        dev = self._device
+        return (
+            torch.tensor(tokens, device=dev),
+            torch.tensor(positions, device=dev),
+            torch.tensor(segments, device=dev),
+        )
+
+    def _completion_logprobs(
+        self,
+        logits: torch.Tensor,
+        firsts: Sequence[tuple[int, int]],
+        completions: Sequence[Sequence[int]],
+        temperature: float,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Log-probabilities, mask), [sequences, longest completion]: completion token j of
+        sequence i, predicted by `logits` at row `firsts[i][0]`, column `firsts[i][1] + j`."""
+        dev = self._device
+        seq_of: list[int] = []
         row_of: list[int] = []
         at: list[int] = []
         col: list[int] = []
         target: list[int] = []
-        for (p, c), (row, start) in zip(
-            zip(prompts, completions, strict=True), placed, strict=True
-        ):
-            first = start + len(p) - 1
+        for i, ((row, first), c) in enumerate(zip(firsts, completions, strict=True)):
+            seq_of += [i] * len(c)
             row_of += [row] * len(c)
             at += range(first, first + len(c))
             col += range(len(c))
             target += c
         longest = max(max((len(c) for c in completions), default=0), 1)
-        out = torch.zeros(len(seqs), longest, device=dev)
-        mask = torch.zeros(len(seqs), longest, device=dev)
-        if row_of:
+        out = torch.zeros(len(completions), longest, device=dev)
+        mask = torch.zeros(len(completions), longest, device=dev)
+        if seq_of:
             scale = temperature if temperature > 0 else 1.0
             logp = torch.log_softmax(
                 logits[torch.tensor(row_of, device=dev), torch.tensor(at, device=dev)] / scale,
@@ -599,7 +624,6 @@ class TransformerPolicy:
             )
             wanted = torch.tensor(target, device=dev).clamp(max=self.config.vocab_size - 1)
             chosen = logp.gather(1, wanted.unsqueeze(1)).squeeze(1)
-            seq_of = [i for i, c in enumerate(completions) for _ in c]
             out = out.index_put(
                 (torch.tensor(seq_of, device=dev), torch.tensor(col, device=dev)), chosen
             )
@@ -637,7 +661,7 @@ class TransformerPolicy:
         ]
         # Each stem's rests packed into rows of their own (a row attends to one stem), as wide
         # as the longest rest: a first attempt's rest is a token and the completion, a
-        # revision's the feedback too, and padded to one width they were 40 % pads.
+        # revision's the feedback too, and padded to one width they were about 40 % pads.
         rest_width = max(len(rest) for rest in rests)
         placed: list[tuple[int, int]] = [(0, 0)] * len(rests)
         row_stem: list[int] = []
@@ -647,57 +671,20 @@ class TransformerPolicy:
             for i, (row, start) in zip(members, local, strict=True):
                 placed[i] = (len(row_stem) + row, start)
             row_stem += [stem] * (1 + max(row for row, _ in local))
-        tokens = [[pad] * rest_width for _ in row_stem]
-        positions = [[0] * rest_width for _ in row_stem]
-        segments = [[-1] * rest_width for _ in row_stem]
-        for i, (rest, (row, start)) in enumerate(zip(rests, placed, strict=True)):
-            tokens[row][start : start + len(rest)] = rest
-            positions[row][start : start + len(rest)] = range(starts[i], starts[i] + len(rest))
-            segments[row][start : start + len(rest)] = [i] * len(rest)
-        segment_t = torch.tensor(segments, device=dev)
+        tokens, positions, segments = self._rows(rests, placed, starts, rest_width)
         rows = torch.tensor(row_stem, device=dev)
-        key_valid = torch.cat([stem_valid[rows], segment_t >= 0], dim=1)
+        key_valid = torch.cat([stem_valid[rows], segments >= 0], dim=1)
         after = [_AfterStem(layer.k[rows], layer.v[rows]) for layer in kept]
         with self._autocast():
-            logits = self.model(
-                torch.tensor(tokens, device=dev),
-                torch.tensor(positions, device=dev),
-                key_valid,
-                after,
-                width,
-                segments=segment_t,
-            )
-        # Completion token j of sample i is predicted at index first + j of its rest, first =
-        # len(prompt) - start - 1 (>= 0: a stem leaves every prompt a token of its own), so at
-        # column offset + first + j of its row; it is written at (i, j).
-        row_of: list[int] = []
-        at: list[int] = []
-        col: list[int] = []
-        target: list[int] = []
-        for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
-            row, offset = placed[i]
-            first = offset + len(p) - starts[i] - 1
-            row_of += [row] * len(c)
-            at += range(first, first + len(c))
-            col += range(len(c))
-            target += c
-        longest = max(max((len(c) for c in completions), default=0), 1)
-        out = torch.zeros(len(prompts), longest, device=dev)
-        mask = torch.zeros(len(prompts), longest, device=dev)
-        if row_of:
-            scale = temperature if temperature > 0 else 1.0
-            logp = torch.log_softmax(
-                logits[torch.tensor(row_of, device=dev), torch.tensor(at, device=dev)] / scale,
-                dim=-1,
-            )
-            wanted = torch.tensor(target, device=dev).clamp(max=self.config.vocab_size - 1)
-            chosen = logp.gather(1, wanted.unsqueeze(1)).squeeze(1)
-            sample_of = [i for i, c in enumerate(completions) for _ in c]
-            out = out.index_put(
-                (torch.tensor(sample_of, device=dev), torch.tensor(col, device=dev)), chosen
-            )
-            mask[sample_of, col] = 1.0
-        return out, mask
+            logits = self.model(tokens, positions, key_valid, after, width, segments=segments)
+        # Completion token j of sample i is predicted at index len(prompt) - start - 1 + j of
+        # its rest (>= 0: a stem leaves every prompt a token of its own), past the rest's
+        # offset in its row.
+        firsts = [
+            (row, offset + len(p) - start - 1)
+            for p, (row, offset), start in zip(prompts, placed, starts, strict=True)
+        ]
+        return self._completion_logprobs(logits, firsts, completions, temperature)
 
     def parameters(self) -> Iterator[nn.Parameter]:
         return self.model.parameters()
