@@ -539,7 +539,9 @@ class TransformerPolicy:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if len(prompts) != len(completions):
             raise ValueError("prompts and completions differ in number")
-        if groups is not None and prompts:
+        if not prompts:
+            raise ValueError("token_logprobs needs at least one sequence")
+        if groups is not None:
             stems, which = shared_stems(prompts, groups)
             if any(stems):
                 return self._stemmed_logprobs(prompts, completions, stems, which, temperature)

@@ -71,3 +71,8 @@ def test_rows_are_filled_longest_first_without_overlap() -> None:
 def test_a_sequence_wider_than_the_row_is_refused() -> None:
     with pytest.raises(ValueError, match="12 tokens does not fit a row of 10"):
         pack_rows([3, 12], 10)
+
+
+def test_an_empty_batch_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="at least one sequence"):
+        _policy().token_logprobs([], [])
