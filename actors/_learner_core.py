@@ -46,6 +46,7 @@ __all__ = [
     "episodes_in",
     "group_advantages",
     "load_checkpoint",
+    "stem_labels",
     "turn_of",
 ]
 
@@ -64,6 +65,10 @@ class Trajectory(msgspec.Struct, frozen=True):
     #: to the first attempt's prompt): its behaviour log-probabilities under this prompt are
     #: unknown, so it trains as if the current weights had sampled it (importance weight 1).
     relabelled: bool = False
+    #: The id of the task this sample answers when it is not its group's (a failed program
+    #: that passed another task's tests, a hindsight task): its prompt shares nothing with
+    #: the group's, so it gets a stem of its own in the learner's shared-stem pass.
+    goal: str = ""
 
     def __post_init__(self) -> None:
         if not self.prompt:
@@ -77,6 +82,14 @@ class Trajectory(msgspec.Struct, frozen=True):
     @property
     def oldest_version(self) -> int:
         return min(self.versions) if self.versions else 1 << 62
+
+
+def stem_labels(groups: Sequence[Sequence[Trajectory]]) -> list[int]:
+    """Each sample's label for the shared-stem pass: one per group, and one per hindsight
+    task within it (`Trajectory.goal`: its prompt is another task's)."""
+    keys = [(g, t.goal) for g, group in enumerate(groups) for t in group]
+    label = {key: i for i, key in enumerate(dict.fromkeys(keys))}
+    return [label[key] for key in keys]
 
 
 def episode_of(sample_id: str) -> str:
@@ -288,7 +301,7 @@ class LearnerCore:
         total = float(max(1, sum(len(t.completion) for t in batch)))
         parts: list[LossStats] = []
         lengths = [len(t.prompt) + len(t.completion) for t in batch]
-        group_of = [g for g, group in enumerate(groups) for _ in group]
+        group_of = stem_labels(groups)
         for chunk in micro_batches(lengths, self.config.micro_batch_tokens):
             loss, part = grpo_loss(
                 self.policy,

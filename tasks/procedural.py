@@ -19,6 +19,7 @@ import random
 from collections.abc import Callable, Iterator
 from typing import Literal
 
+from tasks._chain_ast import parse_chain
 from tasks._spec import Task, TestCase
 
 __all__ = ["MAX_LEVEL", "SOLUTION_STYLES", "ProceduralTasks", "SolutionStyle", "Split"]
@@ -34,6 +35,7 @@ MAX_LEVEL = 9
 CHAIN_LEVELS = 4  # levels 1..4: that many chained integer operations
 BRANCH_LEVEL = 7  # a conditional; levels 5, 6, 8 and 9 are list pipelines
 MAX_DRAWS = 1000
+SOLVED_DRAWS = 20  # example and test inputs tried for a task read off a program
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +71,17 @@ _OPS: dict[str, tuple[str, str, Callable[[int, int], int]]] = {
     "max": ("at least {k}", "max({e}, {k})", lambda v, k: max(v, k)),
     "min": ("at most {k}", "min({e}, {k})", lambda v, k: min(v, k)),
 }
+
+
+def _drawable(op: _Op) -> bool:
+    """Whether `_int_op` can draw `op` (its constant in the range drawn for its kind)."""
+    if op.kind not in _OPS:
+        return False
+    if op.kind in ("neg", "abs"):
+        return True  # no constant in the code or the words
+    if op.kind in ("max", "min"):
+        return -3 <= op.k <= 5
+    return op.k == 2 if op.kind == "square" else 2 <= op.k <= 19
 
 
 def _int_op(rng: random.Random) -> _Op:
@@ -141,13 +154,27 @@ def _pipeline(ops: list[_Op], k: int, keep: bool, agg: str) -> Callable[[object]
     return func
 
 
+def _chain_shape(ops: list[_Op]) -> _Shape:
+    words = ", then ".join(o.words for o in ops)
+    variants = [_chain(bumped) for bumped in _bumps(ops)]
+    steps = [op.code.format(e="x") for op in ops]
+    return _Shape("x", words, _render(ops, "x"), _chain(ops), False, None, variants, steps)
+
+
+def _testable(shape: _Shape, inputs: list[object]) -> bool:
+    """Whether the hidden tests (`inputs[2:]`) can tell a mutant from the solution: a
+    function that maps most inputs to one value, or each input to itself, or whose tests
+    cannot tell it from itself with a constant moved, could not."""
+    outputs = [shape.func(v) for v in inputs[2:]]
+    distinct = len(set(map(repr, outputs))) >= 4 and outputs != inputs[2:]
+    return distinct and all(
+        [variant(v) for v in inputs[2:]] != outputs for variant in shape.variants
+    )
+
+
 def _shape(level: int, rng: random.Random) -> _Shape:
     if level <= CHAIN_LEVELS:
-        ops = [_int_op(rng) for _ in range(level)]
-        words = ", then ".join(o.words for o in ops)
-        variants = [_chain(bumped) for bumped in _bumps(ops)]
-        steps = [op.code.format(e="x") for op in ops]
-        return _Shape("x", words, _render(ops, "x"), _chain(ops), False, None, variants, steps)
+        return _chain_shape([_int_op(rng) for _ in range(level)])
     if level == BRANCH_LEVEL:
         k = rng.randint(-3, 3)
         yes, no = _int_op(rng), _int_op(rng)
@@ -229,18 +256,37 @@ class ProceduralTasks:
         for _ in range(MAX_DRAWS):
             shape = _shape(level, rng)
             inputs = self._inputs(rng, shape.list_input, shape.edge)
-            outputs = [shape.func(v) for v in inputs[2:]]
-            # A function that maps most inputs to one value, or each input to itself, or whose
-            # tests cannot tell it from itself with a constant moved, cannot tell a mutant from
-            # the solution either; draw again (the same rng: still deterministic).
-            distinct = len(set(map(repr, outputs))) >= 4 and outputs != inputs[2:]
-            sensitive = all(
-                [variant(v) for v in inputs[2:]] != outputs for variant in shape.variants
-            )
-            if distinct and sensitive:
+            if _testable(shape, inputs):
                 break
         else:  # pragma: no cover - every level passes within a few draws
             raise RuntimeError(f"level {level}: no testable task in {MAX_DRAWS} draws")
+        return self._task(level, shape, inputs, str(index))
+
+    def task_solved_by(self, body: str) -> Task | None:
+        """The chain task that the function body `body` solves, or None.
+
+        A program that fails its own task may still be a right answer to another: the chain
+        its expression computes (`tasks/_chain_ast.py` reads it without running it). When that
+        chain is one this generator could have drawn (its operations, constants in their
+        ranges, at most `CHAIN_LEVELS` of them, and testable), this is that task: the prompt,
+        examples and hidden tests the generator gives it, its level the chain's length, its
+        split its function's, and the index "solved". The caller still has to run the tests.
+        """
+        steps = parse_chain(body)
+        if not steps or len(steps) > min(CHAIN_LEVELS, self.max_level):
+            return None
+        ops = [_Op(kind, k) for kind, k in steps]
+        if not all(_drawable(op) for op in ops):
+            return None
+        shape = _chain_shape(ops)
+        rng = random.Random(f"roost:{self.seed}:solved:{shape.body}")
+        for _ in range(SOLVED_DRAWS):
+            inputs = self._inputs(rng, False, None)
+            if _testable(shape, inputs):
+                return self._task(len(ops), shape, inputs, "solved")
+        return None  # a function that maps most inputs to one value: no testable task
+
+    def _task(self, level: int, shape: _Shape, inputs: list[object], index: str) -> Task:
         examples, hidden = inputs[:2], inputs[2:]
         shown = ", ".join(f"f({v!r}) == {shape.func(v)!r}" for v in examples)
         prompt = f'def f({shape.arg}):\n    """{shape.words.capitalize()}. {shown}"""\n'

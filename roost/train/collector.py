@@ -38,11 +38,13 @@ __all__ = [
     "SyncCollector",
     "episode_reward",
     "relabelled_sample",
+    "solved_samples",
     "turn_reward",
 ]
 
 NO_SIGNAL = "not trained: every rollout of its group had the same reward"
 LEARNER_GAVE_UP = "not trained: the learner crashed on its group every time it was redelivered"
+FIRST_ATTEMPT_PASS = 1.0  # the reward of a pass at the first turn
 RATE_WINDOW = 256  # recent episodes behind the live pass rate and reward
 LEARNER_ASK_S = 1800.0  # a step (under its own deadline) and a publish
 
@@ -51,7 +53,7 @@ def turn_reward(turn: EpisodeTurn, index: int, partial: float = 0.5) -> float:
     """The reward of turn `index` (from 0) by its own verdict: 1 for a pass (less 0.1 per
     turn before it), else `partial` times the share of tests passed."""
     if turn.verdict.passed:
-        return 1.0 - 0.1 * index
+        return FIRST_ATTEMPT_PASS - 0.1 * index
     return partial * turn.verdict.score
 
 
@@ -81,6 +83,30 @@ def relabelled_sample(rollout_id: str, turns: list[EpisodeTurn]) -> Trajectory |
     )
 
 
+def solved_samples(rollout_id: str, turns: list[EpisodeTurn]) -> list[Trajectory]:
+    """Each failed turn whose program passed another training task's tests (a hindsight
+    task), as that task's first-attempt pass (`rollout#gI`, I the turn).
+
+    The tests of that task were run on that program, so it is a verified answer to that
+    task's prompt, with the reward of a first-attempt pass; the completion was sampled for
+    another prompt, so it trains with importance weight 1 (`relabelled`).
+    """
+    return [
+        Trajectory(
+            rollout_id=f"{rollout_id}#g{i}",
+            prompt=t.solved.prompt,
+            completion=t.sample.tokens,
+            logprobs=t.sample.logprobs,  # of its own prompt: not used (relabelled)
+            versions=t.sample.versions,
+            reward=FIRST_ATTEMPT_PASS,
+            relabelled=True,
+            goal=t.solved.task.id,
+        )
+        for i, t in enumerate(turns)
+        if t.solved is not None and t.sample.tokens
+    ]
+
+
 class LearnerStepped(Message):
     """The learner published `version`; its step consumed `sample_ids` (taken from the
     learner's consumed set in the publish callback, before any later step)."""
@@ -107,6 +133,7 @@ class RunCounts:
     cancelled: int = 0
     passed: int = 0
     no_signal: int = 0  # scored, but in a group of equal rewards: not trained on
+    solved: int = 0  # failed turns that passed a hindsight task's tests (extra samples)
     failures: dict[str, int] = dataclasses.field(default_factory=dict)
     recent_pass: collections.deque[float] = dataclasses.field(
         default_factory=lambda: collections.deque(maxlen=RATE_WINDOW)
@@ -134,9 +161,10 @@ class _Group:
     passed: set[str] = dataclasses.field(default_factory=set)  # the samples that passed
 
     def without_partial_credit(self) -> list[Trajectory]:
-        """The samples, each failure scored 0 instead of its share of tests passed."""
+        """The samples, each failure scored 0 instead of its share of tests passed (a
+        hindsight task's sample is a pass of that task)."""
         return [
-            s if s.rollout_id in self.passed else msgspec.structs.replace(s, reward=0.0)
+            s if s.rollout_id in self.passed or s.goal else msgspec.structs.replace(s, reward=0.0)
             for s in self.samples
         ]
 
@@ -215,6 +243,7 @@ class Collector(Actor):
         metrics.gauge("train.scored", lambda: float(self.counts.scored))
         metrics.gauge("train.failed", lambda: float(self.counts.failed))
         metrics.gauge("train.cancelled", lambda: float(self.counts.cancelled))
+        metrics.gauge("train.hindsight_samples", lambda: float(self.counts.solved))
 
     @staticmethod
     def _rate(window: collections.deque[float]) -> Callable[[], float]:
@@ -269,6 +298,9 @@ class Collector(Actor):
             extra = relabelled_sample(msg.rollout_id, turns) if self.hindsight else None
             if extra is not None:
                 group.samples.append(extra)
+            solved = solved_samples(msg.rollout_id, turns)
+            group.samples += solved
+            self.counts.solved += len(solved)
             if self.partial_credit_in == "unsolved":  # the only reader of `passed`
                 group.passed |= _passed_samples(msg.rollout_id, turns, self.credit, extra)
         self._count(record)
@@ -405,6 +437,7 @@ def _turn_record(turn: EpisodeTurn) -> TurnRecord:
         max_version=max(versions),
         generate_s=turn.generate_s,
         exec_s=turn.exec_s,
+        solved=turn.solved.task.id if turn.solved is not None else "",
     )
 
 

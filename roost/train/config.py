@@ -123,6 +123,11 @@ class EpisodeConfig(_Section):
     #: Also train each revision that passed as the answer to the first attempt's prompt (its
     #: tests passed, so it is a verified solution of the task as first asked).
     hindsight: bool = False
+    #: Hindsight tasks: a failed turn whose program is a right answer to another training task
+    #: (the chain its expression computes, run on that task's tests in the same sandbox) also
+    #: trains as that task's first-attempt pass. `test_only`: when that task is at a level
+    #: with tests only (procedural tasks; docs/training.md, "Hindsight tasks"). `off`: never.
+    relabel: Literal["off", "test_only"] = "test_only"
 
     def __post_init__(self) -> None:
         _positive("max_turns", self.max_turns)
@@ -344,6 +349,12 @@ class TrainConfig(_Section):
             raise ValueError(
                 "chaos: remove_container and restart_docker need sandbox.backend docker or "
                 f"gvisor, not {self.sandbox.backend!r}"
+            )
+        if self.episode.relabel != "off" and self.tasks.source != "procedural":
+            raise ValueError(
+                "episode.relabel: hindsight tasks need tasks.source = procedural (a task "
+                'file cannot name the task a program solves); set episode.relabel = "off" '
+                f"for tasks.source = {self.tasks.source!r}"
             )
 
 

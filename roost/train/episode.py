@@ -24,10 +24,20 @@ from policies.tokenizer import ByteTokenizer
 from roost.train.task_source import first_prompt, revision_prompt
 from runtime import Actor, handler
 from sandboxes._errors import SandboxInfraError
+from sandboxes._protocol import Sandbox
 from tasks import Task, Verdict, Verifier
 from tasks._verify import TestsVerifier
 
-__all__ = ["EpisodeStore", "EpisodeTurn", "EpisodeWorker", "encode_prompt"]
+__all__ = ["EpisodeStore", "EpisodeTurn", "EpisodeWorker", "Solved", "encode_prompt"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Solved:
+    """Another task a failed turn's program passed the tests of, with that task's first
+    prompt as the model sees it (a hindsight task)."""
+
+    task: Task
+    prompt: list[int]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -37,7 +47,8 @@ class EpisodeTurn:
     text: str
     verdict: Verdict
     generate_s: float
-    exec_s: float
+    exec_s: float  # the task's tests, and a hindsight task's when one was tried
+    solved: Solved | None = None
 
 
 class EpisodeStore:
@@ -73,6 +84,7 @@ class EpisodeWorker(Actor):
         max_turns: int,
         prompt_room: int,
         verifier: Verifier | None = None,
+        solved_by: Callable[[str], Task | None] | None = None,
     ) -> None:
         self.task_of = task_of
         self.client = client
@@ -81,6 +93,8 @@ class EpisodeWorker(Actor):
         self.max_turns = max_turns
         self.prompt_room = prompt_room
         self.verifier = verifier or TestsVerifier()
+        # The task a failed program may answer instead (TaskSource.solved_by); None: off.
+        self.solved_by = solved_by
         self.tokenizer = ByteTokenizer()
 
     @handler
@@ -111,8 +125,11 @@ class EpisodeWorker(Actor):
                     text = self.tokenizer.decode(sample.tokens)
                     t1 = anyio.current_time()
                     verdict = await self.verifier.verify(task, text, sandbox)
+                    solved = None
+                    if verdict.failure == "agent":  # a wrong program, not a broken run
+                        solved = await self._hindsight(text, sandbox)
                     t2 = anyio.current_time()
-                    turns.append(EpisodeTurn(ids, sample, text, verdict, t1 - t0, t2 - t1))
+                    turns.append(EpisodeTurn(ids, sample, text, verdict, t1 - t0, t2 - t1, solved))
                     if verdict.failure == "infrastructure":
                         outcome, reason, healthy = "infra", verdict.reason, False
                         break
@@ -146,3 +163,24 @@ class EpisodeWorker(Actor):
             steps=[StepTiming(t.generate_s, t.exec_s) for t in turns],
             worker=self.name,
         )
+
+    async def _hindsight(self, text: str, sandbox: Sandbox) -> Solved | None:
+        """The task this failed program answers instead, when there is one and its tests,
+        run here in the same sandbox under the same deadline, pass."""
+        if self.solved_by is None:
+            return None
+        goal: Task | None = None
+        try:
+            goal = self.solved_by(text)
+            if goal is None:
+                return None
+            verdict = await self.verifier.verify(goal, text, sandbox)
+        except SandboxInfraError:
+            raise  # the sandbox broke: the episode ends as for its own task's tests
+        except Exception as exc:  # an extra check must not cost the turn its own verdict
+            task = goal.id if goal is not None else None
+            self.log.warning("hindsight_check_failed", task=task, error=repr(exc))
+            return None
+        if not verdict.passed:
+            return None
+        return Solved(goal, encode_prompt(self.tokenizer, first_prompt(goal), self.prompt_room))

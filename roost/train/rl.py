@@ -282,6 +282,7 @@ class RLPhase:
                     max_turns=cfg.episode.max_turns,
                     prompt_room=room,
                     verifier=verifier,
+                    solved_by=self.source.solved_by if cfg.episode.relabel != "off" else None,
                 ),
                 name=f"worker-{i}",
                 mailbox_size=1,

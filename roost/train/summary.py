@@ -60,6 +60,7 @@ def summarize(
     rl_s = float(rl.get("elapsed_s", 0.0))
     scored = statuses.get("scored", 0)
     samples = sum(len(r.turns) for r in trajectories if r.status == "scored")
+    solved = sum(bool(t.solved) for r in trajectories if r.status == "scored" for t in r.turns)
     # The log's request records count every segment, a killed one included; progress.json
     # only counts segments that ended (and is all that logs from before them have).
     requested = (
@@ -91,6 +92,9 @@ def summarize(
             and (lineage.requested is None or set(ids) == set(lineage.requested))
         ),
         "trained_twice": len(trained) - len(set(trained)),
+        # failed turns that passed another training task's tests, each also trained as that
+        # task's first-attempt pass (episode.relabel; 0 when off)
+        "hindsight_samples": solved,
         "max_staleness_seen": max(max(staleness, default=0), learner_max),
         "throughput": {
             "rollouts_per_s": scored / rl_s if rl_s else 0.0,

@@ -119,3 +119,17 @@ class TaskSource:
 
     def is_demo_level(self, level: int) -> bool:
         return level in self.demo_levels
+
+    def solved_by(self, body: str) -> Task | None:
+        """The training task at a test-only level of this run that `body` answers, by what
+        its expression computes (`ProceduralTasks.task_solved_by`), or None: a task file,
+        a body that is no chain, a held-out function, a level not trained or one with
+        demonstrations. Nothing is run here: the caller runs the task's tests."""
+        if self._procedural is None:
+            return None
+        task = self._procedural.task_solved_by(body)
+        if task is None or self._procedural.split_of(task) != "train":
+            return None
+        if task.level not in self.levels or self.is_demo_level(task.level):
+            return None
+        return task

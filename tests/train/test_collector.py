@@ -14,7 +14,7 @@ from actors.rollouts import RolloutFinished
 from policies.neural import Sample
 from policies.staleness import StalenessBook
 from roost.train.collector import LEARNER_GAVE_UP, Collector, RunCounts
-from roost.train.episode import EpisodeStore, EpisodeTurn
+from roost.train.episode import EpisodeStore, EpisodeTurn, Solved
 from roost.train.records import TrajectoryRecord
 from runtime import Actor, ActorRef, ActorSystem, handler
 from tasks import Task, TestCase, Verdict
@@ -114,29 +114,21 @@ def _finished(rollout_id: str, task: Task, passed: bool) -> RolloutFinished:
     )
 
 
-@pytest.mark.parametrize(
-    ("where", "solved_rewards"),
-    [("all", [1.0, 0.25, 0.125]), ("unsolved", [1.0, 0.0, 0.0])],
-)
-async def test_partial_credit_counts_where_configured(
-    where: Literal["all", "unsolved"], solved_rewards: list[float]
-) -> None:
-    """A failure earns half its share of tests passed; with `unsolved`, only in a group where
-    nothing passed (a group with a pass trains pass against fail)."""
-    task = Task(id="t1", prompt="p", entry_point="f", tests=[TestCase(call="f()", expected="1")])
+async def _trained_rewards(
+    task: Task,
+    episodes: dict[str, EpisodeTurn],
+    *,
+    group_size: int,
+    partial_credit_in: Literal["all", "unsolved"],
+    counts: RunCounts | None = None,
+) -> dict[str, list[float]]:
+    """The rewards each group of one-turn `episodes` reaches the learner with, by sample id."""
     store, book = EpisodeStore(), StalenessBook(k=1, batch_size=8)
-    episodes = {  # group "solved" has a pass, group "unsolved" none
-        "solved/0": _turn(True),
-        "solved/1": _turn(False, 0.5),
-        "solved/2": _turn(False, 0.25),
-        "unsolved/0": _turn(False, 0.5),
-        "unsolved/1": _turn(False, 0.25),
-        "unsolved/2": _turn(False, 0.0),
-    }
     groups: dict[str, list[float]] = {}
     taken = anyio.Event()
+    want = len(episodes) // group_size
     async with ActorSystem() as system:
-        learner = system.spawn(lambda: _TakingLearner(groups, taken, 2), name="learner")
+        learner = system.spawn(lambda: _TakingLearner(groups, taken, want), name="learner")
         recorder = system.spawn(lambda: _Recorder([], anyio.Event(), -1), name="recorder")
         collector = system.spawn(
             _collector(
@@ -145,8 +137,9 @@ async def test_partial_credit_counts_where_configured(
                 (learner, recorder),
                 task,
                 episodes,
-                group_size=3,
-                partial_credit_in=where,
+                group_size=group_size,
+                counts=counts,
+                partial_credit_in=partial_credit_in,
             ),
             name="collector",
         )
@@ -157,6 +150,28 @@ async def test_partial_credit_counts_where_configured(
             await collector.tell(_finished(rollout_id, task, turn.verdict.passed))
         with anyio.fail_after(10):
             await taken.wait()
+    return groups
+
+
+@pytest.mark.parametrize(
+    ("where", "solved_rewards"),
+    [("all", [1.0, 0.25, 0.125]), ("unsolved", [1.0, 0.0, 0.0])],
+)
+async def test_partial_credit_counts_where_configured(
+    where: Literal["all", "unsolved"], solved_rewards: list[float]
+) -> None:
+    """A failure earns half its share of tests passed; with `unsolved`, only in a group where
+    nothing passed (a group with a pass trains pass against fail)."""
+    task = Task(id="t1", prompt="p", entry_point="f", tests=[TestCase(call="f()", expected="1")])
+    episodes = {  # group "solved" has a pass, group "unsolved" none
+        "solved/0": _turn(True),
+        "solved/1": _turn(False, 0.5),
+        "solved/2": _turn(False, 0.25),
+        "unsolved/0": _turn(False, 0.5),
+        "unsolved/1": _turn(False, 0.25),
+        "unsolved/2": _turn(False, 0.0),
+    }
+    groups = await _trained_rewards(task, episodes, group_size=3, partial_credit_in=where)
 
     assert groups["solved"] == solved_rewards
     assert groups["unsolved"] == [0.25, 0.125, 0.0]  # no pass: the shares still tell apart
@@ -204,3 +219,23 @@ async def test_a_group_the_learner_gave_up_on_is_recorded_untrained_and_settled(
     assert counts.scored == len(ids)
     assert stats.restarts == 2  # the learner's two crashes; the collector never crashed
     assert system.dead_letters.by_reason() == {"crashed": 1}
+
+
+async def test_a_hindsight_sample_joins_its_group_as_a_pass_of_its_own_task() -> None:
+    """A failed turn that passed another task's tests adds that task's first-attempt pass
+    (reward 1) to its group; the group's own task is still unsolved, so partial credit stays."""
+    task = Task(id="t1", prompt="p", entry_point="f", tests=[TestCase(call="f()", expected="1")])
+    other = Task(id="t2", prompt="q", entry_point="f", tests=[TestCase(call="f()", expected="2")])
+    wrong = Verdict(passed=False, score=0.5, failure="agent")
+    solved = EpisodeTurn([1], Sample([2], [0.0], [0]), "x", wrong, 0.1, 0.1, Solved(other, [1, 5]))
+    counts = RunCounts()
+    groups = await _trained_rewards(
+        task,
+        {"g/0": solved, "g/1": _turn(False, 0.0)},
+        group_size=2,
+        partial_credit_in="unsolved",
+        counts=counts,
+    )
+
+    assert groups["g"] == [0.25, 1.0, 0.0]  # g/0#0, g/0#g0 (the other task's pass), g/1#0
+    assert counts.solved == 1
