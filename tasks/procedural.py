@@ -73,22 +73,30 @@ _OPS: dict[str, tuple[str, str, Callable[[int, int], int]]] = {
 }
 
 
+# The constants `_int_op` draws, by kind; `_drawable` reads the same table, so a task read off
+# a program (`task_solved_by`) is one the generator could have drawn.
+CLAMP_RANGE = (-3, 5)  # max / min: a clamp must fall inside the test inputs
+CONSTANT_RANGE = (2, 19)  # add, sub, mul, mod, div
+SQUARE_POWER = 2
+
+
 def _drawable(op: _Op) -> bool:
     """Whether `_int_op` can draw `op` (its constant in the range drawn for its kind)."""
     if op.kind not in _OPS:
         return False
     if op.kind in ("neg", "abs"):
         return True  # no constant in the code or the words
-    if op.kind in ("max", "min"):
-        return -3 <= op.k <= 5
-    return op.k == 2 if op.kind == "square" else 2 <= op.k <= 19
+    if op.kind == "square":
+        return op.k == SQUARE_POWER
+    low, high = CLAMP_RANGE if op.kind in ("max", "min") else CONSTANT_RANGE
+    return low <= op.k <= high
 
 
 def _int_op(rng: random.Random) -> _Op:
     kind = rng.choice(list(_OPS))
     if kind in ("max", "min"):
-        return _Op(kind, rng.randint(-3, 5))  # a clamp must fall inside the test inputs
-    return _Op(kind, 2 if kind == "square" else rng.randint(2, 19))
+        return _Op(kind, rng.randint(*CLAMP_RANGE))
+    return _Op(kind, SQUARE_POWER if kind == "square" else rng.randint(*CONSTANT_RANGE))
 
 
 def _bumps(ops: list[_Op]) -> list[list[_Op]]:
