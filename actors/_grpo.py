@@ -17,6 +17,7 @@ from policies.staleness import Correction
 T = TypeVar("T")
 
 __all__ = [
+    "ADVANTAGE_SCALES",
     "LossConfig",
     "LossStats",
     "combine_stats",
@@ -118,11 +119,21 @@ def micro_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
     return groups
 
 
-def grpo_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]:
-    """Group-relative advantages: (r_i - mean(r)) / (std(r) + eps), population std.
+#: How group-relative advantages are scaled: "std", GRPO's (r - mean) / std; "none",
+#: r - mean (Liu et al., 2025, "Dr. GRPO"): dividing by the group's spread weights a
+#: nearly-solved group's rare failure (and a nearly-failed group's rare pass) up to 2.6 times
+#: a balanced group's samples at 8 rollouts.
+ADVANTAGE_SCALES = ("std", "none")
+
+
+def grpo_advantages(rewards: Sequence[float], eps: float = 1e-6, scale: str = "std") -> list[float]:
+    """Group-relative advantages: (r_i - mean(r)) / (std(r) + eps), population std, or
+    r_i - mean(r) with `scale="none"`.
 
     A group whose rewards are all equal carries no signal: every advantage is 0.
     """
+    if scale not in ADVANTAGE_SCALES:
+        raise ValueError(f"unknown advantage scale {scale!r}; choose one of std, none")
     n = len(rewards)
     if n == 0:
         return []
@@ -130,7 +141,8 @@ def grpo_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]:
     std = (sum((r - mean) ** 2 for r in rewards) / n) ** 0.5
     if std < 1e-9:  # equal up to rounding: no signal, not a division of rounding errors
         return [0.0] * n
-    return [(r - mean) / (std + eps) for r in rewards]
+    divisor = std + eps if scale == "std" else 1.0
+    return [(r - mean) / divisor for r in rewards]
 
 
 def grpo_loss(

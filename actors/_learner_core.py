@@ -20,6 +20,7 @@ import torch
 import torch._dynamo  # (see below)
 
 from actors._grpo import (
+    ADVANTAGE_SCALES,
     LossConfig,
     LossStats,
     combine_stats,
@@ -113,7 +114,7 @@ def turn_of(sample_id: str) -> int:
     return int(turn) if sep and turn.isdigit() else 0
 
 
-def group_advantages(group: Sequence[Trajectory], baseline: str) -> list[float]:
+def group_advantages(group: Sequence[Trajectory], baseline: str, scale: str = "std") -> list[float]:
     """GRPO advantages of a group's samples, relative to the whole group ("group") or to the
     samples of the same model turn ("turn").
 
@@ -121,18 +122,37 @@ def group_advantages(group: Sequence[Trajectory], baseline: str) -> list[float]:
     being judged: a first attempt that fails brings revision samples (of lower reward) into
     the group, one that passes does not. Per turn, the first attempts (one prompt, one sample
     per episode) are compared only with each other, as in single-turn GRPO; a revision turn
-    alone in its group has no baseline and gets 0.
+    alone in its group has no baseline and gets 0. `scale`: `grpo_advantages`'.
+
+    A hindsight sample (`Trajectory.goal`: it answers another task's prompt) is judged
+    against the whole group, but the group's own samples are judged without it: their
+    baseline estimates their own prompt's value. Counted in, a pass of another prompt raised
+    their mean, so they summed to a push down on their prompt's common tokens (`    return`),
+    and the model's first attempts lost characters there (docs/training.md).
     """
     _check_baseline(baseline)
-    rewards = [t.reward for t in group]
+    advantages = _advantages([t.reward for t in group], group, baseline, scale)
+    own = [i for i, t in enumerate(group) if not t.goal]
+    if len(own) < len(group):
+        hosts = [group[i] for i in own]
+        host_advantages = _advantages([t.reward for t in hosts], hosts, baseline, scale)
+        for i, a in zip(own, host_advantages, strict=True):
+            advantages[i] = a
+    return advantages
+
+
+def _advantages(
+    rewards: Sequence[float], group: Sequence[Trajectory], baseline: str, scale: str
+) -> list[float]:
     if baseline == "group":
-        return grpo_advantages(rewards)
+        return grpo_advantages(rewards, scale=scale)
     out = [0.0] * len(group)
     by_turn: dict[int, list[int]] = {}
     for i, t in enumerate(group):
         by_turn.setdefault(turn_of(t.rollout_id), []).append(i)
     for members in by_turn.values():
-        for i, a in zip(members, grpo_advantages([rewards[i] for i in members]), strict=True):
+        turn_rewards = [rewards[i] for i in members]
+        for i, a in zip(members, grpo_advantages(turn_rewards, scale=scale), strict=True):
             out[i] = a
     return out
 
@@ -160,6 +180,7 @@ class LearnerConfig:
     max_grad_norm: float = 1.0
     correction: str = "decoupled"
     baseline: str = "group"  # GRPO's baseline: "group", or "turn" (see `group_advantages`)
+    advantage_scale: str = "std"  # "std" (GRPO) or "none" (Dr. GRPO; `grpo_advantages`)
     is_cap: float | None = None
     loss: LossConfig = dataclasses.field(default_factory=LossConfig)
     k: int = 2  # staleness bound
@@ -231,6 +252,10 @@ class LearnerCore:
         resume: Checkpoint | None = None,
     ) -> None:
         _check_baseline(config.baseline)
+        if config.advantage_scale not in ADVANTAGE_SCALES:
+            raise ValueError(
+                f"unknown advantage_scale {config.advantage_scale!r}; choose one of std, none"
+            )
         if config.micro_batch_tokens < 1:
             raise ValueError(f"micro_batch_tokens must be >= 1, got {config.micro_batch_tokens}")
         if config.minibatches < 1:
@@ -294,8 +319,8 @@ class LearnerCore:
     ) -> tuple[LossStats, float, float]:
         """One gradient step on `groups`: (loss statistics, gradient norm, imitation term)."""
         batch = [t for group in groups for t in group]
-        base = self.config.baseline
-        advantages = [a for group in groups for a in group_advantages(group, base)]
+        base, scale = self.config.baseline, self.config.advantage_scale
+        advantages = [a for group in groups for a in group_advantages(group, base, scale)]
         self.policy.train(True)
         self.optimizer.zero_grad(set_to_none=True)
         total = float(max(1, sum(len(t.completion) for t in batch)))

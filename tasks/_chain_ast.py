@@ -4,9 +4,10 @@
 innermost first. Only Python's own parser reads the text (nothing is run), and only a closed
 grammar is accepted: one `return` of an expression built from the variable by `e + k`, `e - k`,
 `e * k`, `e ** 2`, `e % k`, `e // k`, `-e`, `abs(e)`, `max(e, k)` and `min(e, k)` (either
-argument order for the last two), each `k` an integer literal. The syntax tree is the
-program's meaning, so a chain read here computes what the body computes: precedence is
-Python's (`-x ** 2` is the square, then the negation).
+argument order for the last two), each `k` an integer literal; or steps, each `x = e` over
+`x` in that grammar, then `return e` (`x = x * 3`, `return max(x, 2)`: the chain in order).
+The syntax tree is the program's meaning, so a chain read here computes what the body
+computes: precedence is Python's (`-x ** 2` is the square, then the negation).
 """
 
 from __future__ import annotations
@@ -33,13 +34,29 @@ def parse_chain(body: str, var: str = "x") -> list[tuple[str, int]] | None:
         tree = ast.parse(textwrap.dedent(body))
     except (SyntaxError, ValueError):  # ValueError: a null byte
         return None
-    if len(tree.body) != 1:
+    *assignments, last = tree.body or [ast.Pass()]
+    if not isinstance(last, ast.Return) or last.value is None:
         return None
-    statement = tree.body[0]
-    if not isinstance(statement, ast.Return) or statement.value is None:
-        return None
+    chain: list[tuple[str, int]] = []
+    for statement in assignments:
+        if not (
+            isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)
+            and statement.targets[0].id == var
+        ):
+            return None
+        steps = _expression_chain(statement.value, var)
+        if steps is None:
+            return None
+        chain += steps
+    steps = _expression_chain(last.value, var)
+    return None if steps is None else chain + steps
+
+
+def _expression_chain(node: ast.expr, var: str) -> list[tuple[str, int]] | None:
+    """The steps the expression `node` applies to `var`, innermost first, or None."""
     steps: list[tuple[str, int]] = []
-    node: ast.expr = statement.value
     while not (isinstance(node, ast.Name) and node.id == var):
         step = _outer_step(node)
         if step is None:

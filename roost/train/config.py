@@ -206,6 +206,10 @@ class LearnerSection(_Section):
     #: GRPO's baseline with per-turn credit: "turn" compares each model turn with the same
     #: turn of the group's other episodes; "group" with every sample of the group.
     baseline: Literal["turn", "group"] = "group"
+    #: "std": GRPO's advantages, (r - mean) / std within the group; "none": r - mean (Dr.
+    #: GRPO), so a nearly-solved group's one failure is not pushed 2.6 times as hard as a
+    #: balanced group's (docs/learning.md).
+    advantage_scale: Literal["std", "none"] = "std"
     #: KL penalty to the SFT weights (k3 estimator): a task whose group degenerates until every
     #: rollout fails gives no advantage to pull it back; the anchor does (docs/training.md).
     kl_coef: float = 0.1

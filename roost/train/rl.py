@@ -210,6 +210,7 @@ class RLPhase:
             warmup_steps=cfg.learner.warmup_steps,
             correction=cfg.learner.correction,
             baseline=cfg.learner.baseline,
+            advantage_scale=cfg.learner.advantage_scale,
             loss=LossConfig(
                 kl_coef=cfg.learner.kl_coef,
                 temperature=cfg.model.temperature,

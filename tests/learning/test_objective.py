@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import msgspec
 import pytest
 import torch
 
@@ -25,6 +26,17 @@ def test_group_relative_advantages_are_standardized_within_the_group() -> None:
 def test_a_group_with_equal_rewards_has_no_signal() -> None:
     assert grpo_advantages([0.7, 0.7, 0.7]) == [0.0, 0.0, 0.0]
     assert grpo_advantages([]) == []
+    assert grpo_advantages([0.7, 0.7], scale="none") == [0.0, 0.0]
+
+
+def test_unscaled_advantages_keep_the_rewards_units() -> None:
+    # Seven passes and one failure: std 0.33, so GRPO pushes the failure down 2.65 times
+    # as hard as a balanced group's; without the division it is r - mean.
+    rewards = [1.0] * 7 + [0.0]
+    assert grpo_advantages(rewards, scale="none") == pytest.approx([0.125] * 7 + [-0.875])
+    assert grpo_advantages(rewards)[-1] == pytest.approx(-0.875 / math.sqrt(7 / 64), abs=1e-4)
+    with pytest.raises(ValueError, match="advantage scale 'max'"):
+        grpo_advantages(rewards, scale="max")
 
 
 def _t(*values: float) -> torch.Tensor:
@@ -236,6 +248,26 @@ def test_a_turn_baseline_compares_each_turn_with_the_same_turn_only() -> None:
     )
     # A revision with no other sample of its turn has nothing to be compared with.
     assert group_advantages([*group[:2], _sample("g/1#2", 0.8)], "turn")[2] == 0.0
+
+
+@pytest.mark.parametrize("baseline", ["group", "turn"])
+@pytest.mark.parametrize("scale", ["std", "none"])
+def test_a_hindsight_sample_does_not_move_its_groups_own_advantages(
+    baseline: str, scale: str
+) -> None:
+    # Eight first attempts, one pass; a failed one also passed another task's tests.
+    group = [_sample("g/0#0", 1.0), *(_sample(f"g/{i}#0", 0.0) for i in range(1, 8))]
+    guest = msgspec.structs.replace(group[3], reward=1.0, relabelled=True, goal="gen-L3-x-solved")
+    alone = group_advantages(group, baseline, scale)
+    hosted = group_advantages([*group, guest], baseline, scale)
+    # The group's own samples keep their advantages (they still sum to 0 on their prompt)...
+    assert hosted[:8] == pytest.approx(alone, abs=1e-6)
+    assert sum(hosted[:8]) == pytest.approx(0, abs=1e-6)
+    # ... and the guest is judged against the group with it, as a pass there.
+    assert hosted[8] == pytest.approx(grpo_advantages([1.0, *[0.0] * 7, 1.0], scale=scale)[8])
+    # In a group with no pass of its own, only the guest has an advantage.
+    failed = [_sample(f"g/{i}#0", 0.0) for i in range(8)]
+    assert group_advantages([*failed, guest], baseline, scale)[:8] == [0.0] * 8
 
 
 def test_a_relabelled_sample_trains_with_importance_weight_one() -> None:

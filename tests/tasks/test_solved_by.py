@@ -35,6 +35,23 @@ def test_every_chain_solution_reads_back_as_its_own_function() -> None:
             assert solved.id.endswith("-solved")
 
 
+def test_a_steps_solution_reads_back_as_the_same_function() -> None:
+    # `tasks.solution_style = "steps"` writes one assignment per operation: a program in
+    # that form is read as the chain its lines compute, in order.
+    steps = ProceduralTasks(seed=0, max_level=4, solution_style="steps")
+    nested = ProceduralTasks(seed=0, max_level=4)
+    for level in range(1, 5):
+        for index in range(60):
+            task = steps.task(level, index)
+            assert task.canonical_solution.count(" = ") == level
+            assert parse_chain(task.canonical_solution) == parse_chain(
+                nested.task(level, index).canonical_solution
+            )
+            solved = steps.task_solved_by(task.canonical_solution)
+            assert solved is not None
+            assert _digest(solved) == _digest(task)
+
+
 @pytest.mark.parametrize(
     ("body", "chain"),
     [
@@ -44,6 +61,12 @@ def test_every_chain_solution_reads_back_as_its_own_function() -> None:
         ("    return min(-3, abs(x % 5))\n", [("mod", 5), ("abs", 0), ("min", -3)]),
         ("    return ((x + 4) // 3)\n", [("add", 4), ("div", 3)]),
         ("return x\n", []),
+        (
+            "    x = x * 3\n    x = max(x, 2)\n    return x - 7\n",
+            [("mul", 3), ("max", 2), ("sub", 7)],
+        ),
+        ("    x = abs(x % 5)\n    return x\n", [("mod", 5), ("abs", 0)]),
+        ("    # a comment\n    x = -x\n    return x\n", [("neg", 0)]),
     ],
 )
 def test_a_body_is_read_as_the_chain_it_computes(body: str, chain: list[tuple[str, int]]) -> None:
@@ -71,7 +94,13 @@ def test_the_task_read_off_a_body_is_one_that_body_passes(body: str) -> None:
 @pytest.mark.parametrize(
     "body",
     [
-        "    y = x + 1\n    return y\n",  # two statements
+        "    y = x + 1\n    return y\n",  # another name assigned
+        "    x = x + 1\n",  # no return
+        "    x = x + 1\n    return x\n    return x\n",  # a statement after the return
+        "    x += 1\n    return x\n",  # not a plain assignment
+        "    x = y = x + 1\n    return x\n",
+        "    x = x + x\n    return x\n",  # the variable twice
+        "    print(x)\n    return x\n",
         "    return y + 1\n",  # another name
         "    return x + 1.5\n",  # not an integer
         "    return x + True\n",
