@@ -26,6 +26,7 @@ from typing import Any
 import aiodocker
 import aiohttp
 import anyio
+import structlog
 from aiodocker.containers import DockerContainer
 from aiodocker.execs import Exec
 from aiodocker.stream import Stream
@@ -56,7 +57,9 @@ _STOPPED_PROBE = (
 )
 KILL_GRACE_S = 10.0
 EXIT_WAIT_S = 2.0  # how long docker may take to record the exit status of a lost helper
-OOM_FLAG_WAIT_S = 5.0  # how long docker may take to record that a dead container was OOM-killed
+OOM_FLAG_WAIT_S = 15.0  # how long docker may take to record that a dead container was OOM-killed
+
+log = structlog.get_logger(__name__)
 
 
 class DockerSandbox(HelperSandbox):
@@ -269,18 +272,22 @@ class DockerSandbox(HelperSandbox):
         assert self._container is not None
         state: dict[str, Any] = {}
         # Docker records OOMKilled from a separate event that can trail the exit; a SIGKILLed
-        # container (137) is worth asking again before calling it infra. 2 s was once too
-        # short under a loaded CI run (a gVisor memory bomb then read as infra); 5 s costs
-        # only such deaths, which are rare.
+        # container (137) is worth asking again before calling it infra. 2 s, then 5 s, were
+        # too short under a loaded CI run, with a fresh daemon reaping other tests'
+        # containers (a gVisor memory bomb then read as infra). The cgroup's own OOM count,
+        # while its file lasts, answers at once; the wait costs only deaths by SIGKILL
+        # without either sign, which are rare.
+        oom = False
         with anyio.move_on_after(OOM_FLAG_WAIT_S):
             while True:
                 async with daemon_call("inspect dead container"):
                     state = (await self._container.show()).get("State", {})
-                if state.get("OOMKilled") or state.get("ExitCode") != 128 + signal.SIGKILL:
+                oom = bool(state.get("OOMKilled")) or self._oom_kills() > 0
+                if oom or state.get("ExitCode") != 128 + signal.SIGKILL:
                     break
                 await anyio.sleep(0.05)
         duration = time.monotonic() - started
-        if state.get("OOMKilled"):
+        if oom:
             self._mark_broken("the container was OOM-killed as a whole")
             return ExecResult(
                 exit_code=128 + signal.SIGKILL,
@@ -293,6 +300,12 @@ class DockerSandbox(HelperSandbox):
                 duration_s=duration,
             )
         reason = f"the container stopped during an exec (exit {state.get('ExitCode')})"
+        log.warning(  # what docker said, for the day the flag never comes
+            "container_died_during_exec",
+            exit_code=state.get("ExitCode"),
+            oom_killed=state.get("OOMKilled"),
+            error=state.get("Error"),
+        )
         self._mark_broken(reason)
         return ExecResult.infra(SandboxBrokenError(reason), duration_s=duration)
 
