@@ -127,8 +127,8 @@ def group_advantages(group: Sequence[Trajectory], baseline: str, scale: str = "s
     A hindsight sample (`Trajectory.goal`: it answers another task's prompt) is judged
     against the whole group, but the group's own samples are judged without it: their
     baseline estimates their own prompt's value. Counted in, a pass of another prompt raised
-    their mean, so they summed to a push down on their prompt's common tokens (`    return`),
-    and the model's first attempts lost characters there (docs/training.md).
+    their mean, so their advantages summed to a push down on their own prompt that none of
+    them earned (docs/learning.md).
     """
     _check_baseline(baseline)
     advantages = _advantages([t.reward for t in group], group, baseline, scale)
