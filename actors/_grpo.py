@@ -20,6 +20,7 @@ __all__ = [
     "ADVANTAGE_SCALES",
     "LossConfig",
     "LossStats",
+    "check_advantage_scale",
     "combine_stats",
     "combine_steps",
     "grpo_advantages",
@@ -126,14 +127,20 @@ def micro_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
 ADVANTAGE_SCALES = ("std", "none")
 
 
+def check_advantage_scale(name: str) -> None:
+    if name not in ADVANTAGE_SCALES:
+        raise ValueError(
+            f"unknown advantage scale {name!r}; choose one of {', '.join(ADVANTAGE_SCALES)}"
+        )
+
+
 def grpo_advantages(rewards: Sequence[float], eps: float = 1e-6, scale: str = "std") -> list[float]:
     """Group-relative advantages: (r_i - mean(r)) / (std(r) + eps), population std, or
     r_i - mean(r) with `scale="none"`.
 
     A group whose rewards are all equal carries no signal: every advantage is 0.
     """
-    if scale not in ADVANTAGE_SCALES:
-        raise ValueError(f"unknown advantage scale {scale!r}; choose one of std, none")
+    check_advantage_scale(scale)
     n = len(rewards)
     if n == 0:
         return []

@@ -20,9 +20,9 @@ import torch
 import torch._dynamo  # (see below)
 
 from actors._grpo import (
-    ADVANTAGE_SCALES,
     LossConfig,
     LossStats,
+    check_advantage_scale,
     combine_stats,
     combine_steps,
     grpo_advantages,
@@ -252,10 +252,7 @@ class LearnerCore:
         resume: Checkpoint | None = None,
     ) -> None:
         _check_baseline(config.baseline)
-        if config.advantage_scale not in ADVANTAGE_SCALES:
-            raise ValueError(
-                f"unknown advantage_scale {config.advantage_scale!r}; choose one of std, none"
-            )
+        check_advantage_scale(config.advantage_scale)
         if config.micro_batch_tokens < 1:
             raise ValueError(f"micro_batch_tokens must be >= 1, got {config.micro_batch_tokens}")
         if config.minibatches < 1:

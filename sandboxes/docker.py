@@ -274,20 +274,18 @@ class DockerSandbox(HelperSandbox):
         # Docker records OOMKilled from a separate event that can trail the exit; a SIGKILLed
         # container (137) is worth asking again before calling it infra. 2 s, then 5 s, were
         # too short under a loaded CI run, with a fresh daemon reaping other tests'
-        # containers (a gVisor memory bomb then read as infra). The cgroup's own OOM count,
-        # while its file lasts, answers at once; the wait costs only deaths by SIGKILL
-        # without either sign, which are rare.
-        oom = False
+        # containers (a gVisor memory bomb then read as infra; the cgroup's OOM count, which
+        # the caller also reads, had gone with the container). The wait costs only deaths by
+        # SIGKILL without the flag, which are rare.
         with anyio.move_on_after(OOM_FLAG_WAIT_S):
             while True:
                 async with daemon_call("inspect dead container"):
                     state = (await self._container.show()).get("State", {})
-                oom = bool(state.get("OOMKilled")) or self._oom_kills() > 0
-                if oom or state.get("ExitCode") != 128 + signal.SIGKILL:
+                if state.get("OOMKilled") or state.get("ExitCode") != 128 + signal.SIGKILL:
                     break
                 await anyio.sleep(0.05)
         duration = time.monotonic() - started
-        if oom:
+        if state.get("OOMKilled"):
             self._mark_broken("the container was OOM-killed as a whole")
             return ExecResult(
                 exit_code=128 + signal.SIGKILL,

@@ -211,9 +211,11 @@ def test_minibatches_step_once_per_share_and_publish_one_version() -> None:
         LearnerCore(tiny_policy(seed=0), LearnerConfig(minibatches=0))
 
 
-def test_a_learner_refuses_an_unknown_baseline_or_an_empty_micro_batch() -> None:
+def test_a_learner_refuses_an_unknown_baseline_or_scale_or_an_empty_micro_batch() -> None:
     with pytest.raises(ValueError, match="unknown baseline 'turns'; choose one of group, turn"):
         LearnerCore(tiny_policy(seed=0), LearnerConfig(baseline="turns"))
+    with pytest.raises(ValueError, match="unknown advantage scale 'mean'; choose one of std, none"):
+        LearnerCore(tiny_policy(seed=0), LearnerConfig(advantage_scale="mean"))
     with pytest.raises(ValueError, match="micro_batch_tokens must be >= 1, got 0"):
         LearnerCore(tiny_policy(seed=0), LearnerConfig(micro_batch_tokens=0))
 
