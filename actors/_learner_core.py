@@ -30,7 +30,7 @@ from actors._grpo import (
     micro_batches,
     split_groups,
 )
-from actors._imitation import ImitationBuffer, imitation_loss
+from actors._imitation import ImitationBuffer, Kept, imitation_loss
 from policies.neural import NeuralPolicy, use_threads
 from policies.staleness import make_correction
 
@@ -204,6 +204,12 @@ class LearnerConfig:
     imitation_coef: float = 0.0
     imitation_capacity: int = 1024
     imitation_batch: int = 32
+    # Rehearsal of the demonstrations (PPO-ptx, Ouyang et al. 2022): the weight of their
+    # mean negative log-likelihood on `demo_batch` pairs drawn per step (0: off). RL's updates
+    # for the levels without demonstrations drift the demonstrated ones; the likelihood of
+    # their demonstrations holds them where the KL anchor alone did not (docs/learning.md).
+    demo_coef: float = 0.0
+    demo_batch: int = 16
     step_timeout_s: float = 600.0
     publish_timeout_s: float = 120.0
     seed: int = 0
@@ -220,6 +226,8 @@ class StepStats:
     # The self-imitation term (before its coefficient; the steps' mean); 0 when off.
     imitation_loss: float = 0.0
     imitation_kept: int = 0  # samples in the self-imitation buffer after the step
+    # The demonstrations' mean negative log-likelihood per token (the steps' mean); 0 when off.
+    demo_loss: float = 0.0
     optimizer_steps: int = 1  # the version's minibatches
 
 
@@ -250,7 +258,10 @@ class LearnerCore:
         *,
         reference: NeuralPolicy | None = None,
         resume: Checkpoint | None = None,
+        demonstrations: Sequence[tuple[Sequence[int], Sequence[int]]] = (),
     ) -> None:
+        """`demonstrations`: (prompt, completion) token pairs for the rehearsal term (the
+        completion ends with EOS, as in SFT); needed when `config.demo_coef` > 0."""
         _check_baseline(config.baseline)
         check_advantage_scale(config.advantage_scale)
         if config.micro_batch_tokens < 1:
@@ -261,6 +272,18 @@ class LearnerCore:
             raise ValueError(f"average_decay must be in [0, 1), got {config.average_decay}")
         if config.imitation_coef < 0:
             raise ValueError(f"imitation_coef must be >= 0, got {config.imitation_coef}")
+        if config.demo_coef < 0:
+            raise ValueError(f"demo_coef must be >= 0, got {config.demo_coef}")
+        if config.demo_batch < 1:
+            raise ValueError(f"demo_batch must be >= 1, got {config.demo_batch}")
+        if config.demo_coef > 0 and not demonstrations:
+            raise ValueError("demo_coef > 0 needs demonstrations to rehearse; none were given")
+        self.demonstrations = [
+            Kept(tuple(prompt), tuple(completion), 1.0) for prompt, completion in demonstrations
+        ]
+        for index, demo in enumerate(self.demonstrations):
+            if not demo.prompt or not demo.completion:
+                raise ValueError(f"demonstration {index}: empty prompt or completion")
         self.policy = policy
         self.config = config
         self.reference = reference
@@ -288,12 +311,13 @@ class LearnerCore:
         use_threads(self.config.threads)
         parts = split_groups(groups, self.config.minibatches) or [[]]
         losses: list[LossStats] = []
-        grad_norm = imitation = 0.0  # the steps' means, as the loss's
+        grad_norm = imitation = rehearsal = 0.0  # the steps' means, as the loss's
         for part in parts:
-            loss, part_norm, imitated = self._optimizer_step(part)
+            loss, part_norm, imitated, rehearsed = self._optimizer_step(part)
             losses.append(loss)
             grad_norm += part_norm / len(parts)
             imitation += imitated / len(parts)
+            rehearsal += rehearsed / len(parts)
         self.version += 1
         # The model object outlives a learner restart: it must carry its own version.
         self.policy.version = self.version
@@ -308,13 +332,15 @@ class LearnerCore:
             loss=combine_steps(losses),
             imitation_loss=imitation,
             imitation_kept=len(self.imitation),
+            demo_loss=rehearsal,
             optimizer_steps=len(parts),
         )
 
     def _optimizer_step(
         self, groups: Sequence[Sequence[Trajectory]]
-    ) -> tuple[LossStats, float, float]:
-        """One gradient step on `groups`: (loss statistics, gradient norm, imitation term)."""
+    ) -> tuple[LossStats, float, float, float]:
+        """One gradient step on `groups`: (loss statistics, gradient norm, imitation term,
+        rehearsal term)."""
         batch = [t for group in groups for t in group]
         base, scale = self.config.baseline, self.config.advantage_scale
         advantages = [a for group in groups for a in group_advantages(group, base, scale)]
@@ -341,6 +367,7 @@ class LearnerCore:
             loss.backward()  # type: ignore[no-untyped-call]  # gradients add up over chunks
             parts.append(part)
         imitation = self._imitate(batch, advantages) if self.config.imitation_coef > 0 else 0.0
+        rehearsal = self._rehearse() if self.config.demo_coef > 0 else 0.0
         grad_norm = torch.nn.utils.clip_grad_norm_(
             list(self.policy.parameters()), self.config.max_grad_norm
         )
@@ -349,7 +376,7 @@ class LearnerCore:
         self.optimizer.step()
         if self.average is not None:
             self._update_average()
-        return combine_stats(parts), float(grad_norm), imitation
+        return combine_stats(parts), float(grad_norm), imitation, rehearsal
 
     def _imitate(self, batch: Sequence[Trajectory], advantages: Sequence[float]) -> float:
         """Add the self-imitation term's gradient: a draw from the samples kept so far
@@ -368,6 +395,23 @@ class LearnerCore:
                 temperature=self.config.loss.temperature,
             )
             (self.config.imitation_coef * term).backward()  # type: ignore[no-untyped-call]
+            value += float(term.detach())
+        return value
+
+    def _rehearse(self) -> float:
+        """Add the rehearsal term's gradient: the mean negative log-likelihood per token of
+        `demo_batch` demonstrations drawn uniformly (SFT's loss, at temperature 1 as SFT
+        trained it). Returns the term's value before its coefficient."""
+        drawn = [
+            self.demonstrations[self.rng.randrange(len(self.demonstrations))]
+            for _ in range(self.config.demo_batch)
+        ]
+        total = float(sum(len(d.completion) for d in drawn))
+        lengths = [len(d.prompt) + len(d.completion) for d in drawn]
+        value = 0.0
+        for chunk in micro_batches(lengths, self.config.micro_batch_tokens):
+            term = imitation_loss(self.policy, [drawn[i] for i in chunk], normaliser=total)
+            (self.config.demo_coef * term).backward()  # type: ignore[no-untyped-call]
             value += float(term.detach())
         return value
 

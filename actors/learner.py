@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import anyio
 import anyio.to_thread
@@ -102,10 +102,13 @@ class Learner(Actor):
         reference: NeuralPolicy | None = None,
         resume: Checkpoint | None = None,
         on_published: Callable[[int], None] | None = None,
+        demonstrations: Sequence[tuple[Sequence[int], Sequence[int]]] = (),
     ) -> None:
         if book.k != config.k or book.batch_size != config.batch_size:
             raise ValueError("the staleness book and the learner config disagree on k or batch")
-        self.core = LearnerCore(policy, config, reference=reference, resume=resume)
+        self.core = LearnerCore(
+            policy, config, reference=reference, resume=resume, demonstrations=demonstrations
+        )
         self.config = config
         self.book = book
         self.generator = generator
@@ -131,6 +134,7 @@ class Learner(Actor):
         m.gauge("learner.version", lambda: float(self.core.version))
         m.gauge("learner.imitation_loss", lambda: self._last.imitation_loss if self._last else 0.0)
         m.gauge("learner.imitation_kept", lambda: self._last.imitation_kept if self._last else 0.0)
+        m.gauge("learner.demo_loss", lambda: self._last.demo_loss if self._last else 0.0)
         m.gauge("learner.idle_fraction", lambda: self._idle_fraction())
 
     def _reader(self, name: str) -> Callable[[], float]:

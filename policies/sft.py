@@ -18,7 +18,7 @@ import torch
 from policies.neural import NeuralPolicy
 from policies.tokenizer import ByteTokenizer
 
-__all__ = ["SFT_DECAYS", "SFTConfig", "SFTResult", "lr_at", "sft", "sft_loss"]
+__all__ = ["SFT_DECAYS", "SFTConfig", "SFTResult", "encode_pairs", "lr_at", "sft", "sft_loss"]
 
 SFT_DECAYS = ("constant", "linear")
 
@@ -62,6 +62,25 @@ def sft_loss(
     return -(logp * mask).sum() / mask.sum().clamp(min=1.0)
 
 
+def encode_pairs(
+    pairs: Sequence[tuple[str, str]], tokenizer: ByteTokenizer | None = None
+) -> list[tuple[list[int], list[int]]]:
+    """(prompt, completion) text pairs as the tokens SFT trains on: each completion is
+    followed by EOS.
+
+    :raises ValueError: a pair with an empty prompt.
+    """
+    tokenizer = tokenizer or ByteTokenizer()
+    data = []
+    for index, (prompt, completion) in enumerate(pairs):
+        if not prompt:
+            raise ValueError(f"pair {index}: empty prompt")
+        data.append(
+            (tokenizer.encode(prompt), [*tokenizer.encode(completion, bos=False), tokenizer.eos])
+        )
+    return data
+
+
 def sft(
     policy: NeuralPolicy,
     pairs: Sequence[tuple[str, str]],
@@ -77,16 +96,9 @@ def sft(
     :raises ValueError: no pairs, or a pair with an empty prompt.
     """
     config = config or SFTConfig()
-    tokenizer = tokenizer or ByteTokenizer()
     if not pairs:
         raise ValueError("sft needs at least one (prompt, completion) pair")
-    data = []
-    for index, (prompt, completion) in enumerate(pairs):
-        if not prompt:
-            raise ValueError(f"pair {index}: empty prompt")
-        data.append(
-            (tokenizer.encode(prompt), [*tokenizer.encode(completion, bos=False), tokenizer.eos])
-        )
+    data = encode_pairs(pairs, tokenizer)
     rng = random.Random(config.seed)
     optimizer = torch.optim.AdamW(
         policy.parameters(), lr=config.lr, weight_decay=config.weight_decay

@@ -224,6 +224,11 @@ class LearnerSection(_Section):
     imitation_coef: float = 0.0
     imitation_capacity: int = 1024
     imitation_batch: int = 32
+    #: Rehearsal: the weight of the demonstrations' likelihood (SFT's loss on `demo_batch`
+    #: demonstrations per optimizer step) in the RL phase (0: off). RL's updates for the
+    #: test-only levels drift the demonstrated ones (docs/learning.md, "Rehearsal").
+    demo_coef: float = 0.0
+    demo_batch: int = 16
     checkpoint_every: int = 5
     keep_checkpoints: int = 2
     #: Skip GRPO groups whose rewards are all equal: their advantages are zero, so a step on
@@ -247,6 +252,8 @@ class LearnerSection(_Section):
         _non_negative("imitation_coef", self.imitation_coef)
         _positive("imitation_capacity", self.imitation_capacity)
         _positive("imitation_batch", self.imitation_batch)
+        _non_negative("demo_coef", self.demo_coef)
+        _positive("demo_batch", self.demo_batch)
         _positive("checkpoint_every", self.checkpoint_every)
         _positive("keep_checkpoints", self.keep_checkpoints)
 
@@ -353,6 +360,11 @@ class TrainConfig(_Section):
             raise ValueError(
                 "chaos: remove_container and restart_docker need sandbox.backend docker or "
                 f"gvisor, not {self.sandbox.backend!r}"
+            )
+        if self.learner.demo_coef > 0 and not self.tasks.demo_levels:
+            raise ValueError(
+                "learner.demo_coef: rehearsal needs demonstrations, and tasks.demo_levels is "
+                "empty; set learner.demo_coef = 0 or name the levels that have them"
             )
         if self.episode.relabel != "off" and self.tasks.source != "procedural":
             raise ValueError(

@@ -27,6 +27,7 @@ from actors.rollouts import RolloutRequest
 from actors.scheduler import GetStatistics, SandboxFreed, Scheduler, SchedulerConfig
 from policies.neural import DEFAULT_THREADS
 from policies.scheduling import make_policy as make_scheduling_policy
+from policies.sft import encode_pairs
 from policies.transformer import TransformerPolicy
 from roost.chaos.docker_daemon import DockerRestartError, restart_docker_daemon
 from roost.chaos.spec import ChaosSpec
@@ -224,9 +225,17 @@ class RLPhase:
             imitation_coef=cfg.learner.imitation_coef,
             imitation_capacity=cfg.learner.imitation_capacity,
             imitation_batch=cfg.learner.imitation_batch,
+            demo_coef=cfg.learner.demo_coef,
+            demo_batch=cfg.learner.demo_batch,
             threads=rl_threads(cfg.learner.threads),
             seed=cfg.seed,
         )
+
+        demonstrations: list[tuple[list[int], list[int]]] = []
+        if cfg.learner.demo_coef > 0:
+            demonstrations = await anyio.to_thread.run_sync(
+                lambda: encode_pairs(self.source.demos())
+            )
 
         def make_learner() -> Learner:
             learner = Learner(
@@ -237,6 +246,7 @@ class RLPhase:
                 reference=self.reference,
                 resume=self.resume if not self._learner else None,
                 on_published=self._published,
+                demonstrations=demonstrations,
             )
             self._learner[:] = [learner]
             return learner

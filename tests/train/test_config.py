@@ -38,6 +38,12 @@ def test_override_sets_a_nested_value() -> None:
         (["learner.average_decay=1"], "learner: average_decay: must be in [0, 1)"),
         (["learner.imitation_coef=-1"], "learner: imitation_coef: must be >= 0"),
         (["learner.imitation_batch=0"], "learner: imitation_batch: must be > 0"),
+        (["learner.demo_coef=-0.5"], "learner: demo_coef: must be >= 0"),
+        (["learner.demo_batch=0"], "learner: demo_batch: must be > 0"),
+        (
+            ["learner.demo_coef=1", "tasks.demo_levels=[]"],
+            "learner.demo_coef: rehearsal needs demonstrations",
+        ),
         (["learner.minibatches=0"], "learner: minibatches: must be > 0"),
         (["episode.partial_credit=2"], "episode: partial_credit: must be in [0, 1]"),
         (
@@ -63,6 +69,9 @@ def test_override_sets_a_nested_value() -> None:
         "decay-out-of-range",
         "negative-imitation",
         "empty-imitation-batch",
+        "negative-rehearsal",
+        "empty-rehearsal-batch",
+        "rehearsal-without-demonstrations",
         "no-minibatches",
         "credit-out-of-range",
         "bad-credit-scope",

@@ -192,3 +192,19 @@ async def test_the_control_trains_for_the_rl_phases_wall_time_not_the_sft_step_c
     assert progress["sft"]["steps"] == config.sft.max_steps
     assert summary["control"]["steps"] > config.sft.max_steps
     assert summary["control"]["seconds"] >= rl_seconds
+
+
+async def test_a_run_with_rehearsal_trains_on_the_demonstrations(
+    tiny_config: TrainConfig, tmp_path: Path
+) -> None:
+    import msgspec
+
+    learner = msgspec.structs.replace(tiny_config.learner, demo_coef=1.0, demo_batch=4)
+    config = msgspec.structs.replace(tiny_config, learner=learner)
+    out = tmp_path / "run"
+    summary = await train(config, out)
+    assert summary["versions"] >= config.rl.max_versions
+    assert summary["requested"] == summary["scored"] + summary["failed"] + summary["cancelled"]
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    # The term was computed on the SFT phase's demonstrations: a positive log-loss per token.
+    assert max(line.get("learner.demo_loss", 0.0) for line in lines) > 0
