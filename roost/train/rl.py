@@ -10,7 +10,7 @@ import dataclasses
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,6 @@ from actors.rollouts import RolloutRequest
 from actors.scheduler import GetStatistics, SandboxFreed, Scheduler, SchedulerConfig
 from policies.neural import DEFAULT_THREADS
 from policies.scheduling import make_policy as make_scheduling_policy
-from policies.sft import encode_pairs
 from policies.transformer import TransformerPolicy
 from roost.chaos.docker_daemon import DockerRestartError, restart_docker_daemon
 from roost.chaos.spec import ChaosSpec
@@ -104,8 +103,10 @@ class RLPhase:
         on_version: Callable[[int], None] | None = None,
         chaos: ChaosSpec | None = None,
         chaos_counts: ChaosCounts | None = None,
+        demonstrations: Sequence[tuple[list[int], list[int]]] = (),
     ) -> None:
         self.config = config
+        self.demonstrations = demonstrations  # token pairs for the learner's rehearsal term
         self.system = system
         self.pool = pool
         self.source = source
@@ -231,12 +232,6 @@ class RLPhase:
             seed=cfg.seed,
         )
 
-        demonstrations: list[tuple[list[int], list[int]]] = []
-        if cfg.learner.demo_coef > 0:
-            demonstrations = await anyio.to_thread.run_sync(
-                lambda: encode_pairs(self.source.demos())
-            )
-
         def make_learner() -> Learner:
             learner = Learner(
                 self.learn_policy,
@@ -246,7 +241,7 @@ class RLPhase:
                 reference=self.reference,
                 resume=self.resume if not self._learner else None,
                 on_published=self._published,
-                demonstrations=demonstrations,
+                demonstrations=self.demonstrations,
             )
             self._learner[:] = [learner]
             return learner

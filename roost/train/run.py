@@ -32,6 +32,7 @@ import structlog
 
 from actors.learner import Checkpoint, load_checkpoint
 from actors.recorder import Flush, Recorder
+from policies.sft import encode_pairs
 from policies.transformer import TransformerPolicy
 from roost.chaos.spec import ChaosSpec
 from roost.chaos.wrappers import ChaosCounts, ChaosSandbox
@@ -390,6 +391,14 @@ async def _rl_phase(
         reference = make_policy(config.model, seed=config.seed)
         await _off_loop(load_weights, reference, run.sft_weights, version=0)
     await _close_earlier_segments(run, source, recorder, resume, int(progress["segment"]))
+    demonstrations: list[tuple[list[int], list[int]]] = []
+    if config.learner.demo_coef > 0:
+        demonstrations = await _off_loop(lambda: encode_pairs(source.demos()))
+        if not demonstrations:
+            raise TrainError(
+                "learner.demo_coef: rehearsal needs demonstrations, and the task source has "
+                f"none at tasks.demo_levels {config.tasks.demo_levels}"
+            )
     phase = RLPhase(
         config,
         system=system,
@@ -409,6 +418,7 @@ async def _rl_phase(
         on_version=hooks.on_version,
         chaos=chaos,
         chaos_counts=chaos_counts,
+        demonstrations=demonstrations,
     )
     board.phase = "rl"
     board.rl = phase
