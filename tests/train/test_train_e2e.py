@@ -208,3 +208,21 @@ async def test_a_run_with_rehearsal_trains_on_the_demonstrations(
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     # The term was computed on the SFT phase's demonstrations: a positive log-loss per token.
     assert max(line.get("learner.demo_loss", 0.0) for line in lines) > 0
+
+
+async def test_rehearsal_without_demonstrations_stops_the_run_with_a_message(
+    tiny_config: TrainConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import msgspec
+
+    from roost.train.run import TrainError
+    from roost.train.task_source import TaskSource
+
+    # A task file whose demonstration levels hold no canonical solution: nothing to rehearse.
+    monkeypatch.setattr(TaskSource, "demos", lambda self: [])
+    sft = msgspec.structs.replace(tiny_config.sft, enabled=False)
+    learner = msgspec.structs.replace(tiny_config.learner, demo_coef=1.0)
+    config = msgspec.structs.replace(tiny_config, sft=sft, learner=learner)
+    with pytest.raises(TrainError, match=r"learner\.demo_coef: rehearsal needs demonstrations"):
+        await train(config, tmp_path / "run")
+    assert not list((tmp_path / "run" / "checkpoints").glob("ckpt-*.pt"))
