@@ -384,19 +384,9 @@ class LearnerCore:
         Returns the term's value before its coefficient."""
         self.imitation.add([t.prompt for t in batch], [t.completion for t in batch], advantages)
         kept = self.imitation.draw(self.config.imitation_batch)
-        total = float(sum(len(k.completion) for k in kept))
-        lengths = [len(k.prompt) + len(k.completion) for k in kept]
-        value = 0.0
-        for chunk in micro_batches(lengths, self.config.micro_batch_tokens):
-            term = imitation_loss(
-                self.policy,
-                [kept[i] for i in chunk],
-                normaliser=total,
-                temperature=self.config.loss.temperature,
-            )
-            (self.config.imitation_coef * term).backward()  # type: ignore[no-untyped-call]
-            value += float(term.detach())
-        return value
+        return self._likelihood_gradient(
+            kept, self.config.imitation_coef, temperature=self.config.loss.temperature
+        )
 
     def _rehearse(self) -> float:
         """Add the rehearsal term's gradient: the mean negative log-likelihood per token of
@@ -406,12 +396,21 @@ class LearnerCore:
             self.demonstrations[self.rng.randrange(len(self.demonstrations))]
             for _ in range(self.config.demo_batch)
         ]
-        total = float(sum(len(d.completion) for d in drawn))
-        lengths = [len(d.prompt) + len(d.completion) for d in drawn]
+        return self._likelihood_gradient(drawn, self.config.demo_coef, temperature=1.0)
+
+    def _likelihood_gradient(
+        self, samples: Sequence[Kept], coef: float, *, temperature: float
+    ) -> float:
+        """Add `coef` times the weighted negative log-likelihood of `samples` (per token of
+        the whole draw) to the gradients, in micro-batches; returns the term's value."""
+        total = float(sum(len(k.completion) for k in samples))
+        lengths = [len(k.prompt) + len(k.completion) for k in samples]
         value = 0.0
         for chunk in micro_batches(lengths, self.config.micro_batch_tokens):
-            term = imitation_loss(self.policy, [drawn[i] for i in chunk], normaliser=total)
-            (self.config.demo_coef * term).backward()  # type: ignore[no-untyped-call]
+            term = imitation_loss(
+                self.policy, [samples[i] for i in chunk], normaliser=total, temperature=temperature
+            )
+            (coef * term).backward()  # type: ignore[no-untyped-call]
             value += float(term.detach())
         return value
 
