@@ -50,6 +50,7 @@ class TaskSource:
         self._procedural: ProceduralTasks | None = None
         self._train: dict[int, list[Task]] = {}
         self._heldout: dict[int, list[Task]] = {}
+        self._demos: list[tuple[str, str]] | None = None
         if config.source == "procedural":
             self._procedural = ProceduralTasks(
                 seed=config.seed,
@@ -98,7 +99,14 @@ class TaskSource:
 
     def demos(self) -> list[tuple[str, str]]:
         """(prompt, canonical solution) pairs of training tasks at the demonstration levels; for
-        procedural tasks a share `tasks.revision_demos` in revision form (revision_demos.py)."""
+        procedural tasks a share `tasks.revision_demos` in revision form (revision_demos.py).
+        Made once (about 1.4 s for the default's 8,000): the warm start, the learner's
+        rehearsal and the control all train on the same pairs."""
+        if self._demos is None:
+            self._demos = self._make_demos()
+        return list(self._demos)
+
+    def _make_demos(self) -> list[tuple[str, str]]:
         if self._procedural is not None:
             from roost.train.revision_demos import revision_demos
 

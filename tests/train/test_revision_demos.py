@@ -61,3 +61,25 @@ def test_a_share_of_demos_is_in_revision_form_and_only_at_demo_levels() -> None:
 def test_a_bad_share_is_refused() -> None:
     with pytest.raises(ValueError, match="revision_demos"):
         TasksConfig(revision_demos=1.5)
+
+
+def test_the_demonstrations_are_made_once_and_each_caller_gets_its_own_list(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import roost.train.revision_demos as module
+
+    calls = []
+    real = module.revision_demos
+
+    def counted(*args: object, **kwargs: object) -> list[tuple[str, str]]:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(module, "revision_demos", counted)
+    source = TaskSource(TasksConfig(levels=[1, 2], demo_levels=[1], demos_per_level=20))
+    first = source.demos()
+    first.clear()  # one caller's list is its own
+    second = source.demos()
+    assert len(second) == 20
+    assert second == source.demos()
+    assert len(calls) == 1
