@@ -28,9 +28,12 @@ Split = Literal["train", "heldout"]
 #: How a chain level's canonical solution is written (the tests are the same either way):
 #: "expression", one nested expression (`return (x + 3) * 2`); "steps", one assignment per
 #: operation (`x = x + 3`, `x = x * 2`, `return x`), so that each level is the one below with
-#: one more line of the same form, where the expression must nest one level deeper.
-SolutionStyle = Literal["expression", "steps"]
-SOLUTION_STYLES: tuple[SolutionStyle, ...] = ("expression", "steps")
+#: one more line of the same form, where the expression must nest one level deeper;
+#: "annotated", the steps each under a comment that copies its clause of the description
+#: (`# Add 3,`, `x = x + 3`, `# then multiply by 2.`, ...): each line is then written from
+#: the text just before it, and the clause's last character says whether another follows.
+SolutionStyle = Literal["expression", "steps", "annotated"]
+SOLUTION_STYLES: tuple[SolutionStyle, ...] = ("expression", "steps", "annotated")
 MAX_LEVEL = 9
 CHAIN_LEVELS = 4  # levels 1..4: that many chained integer operations
 BRANCH_LEVEL = 7  # a conditional; levels 5, 6, 8 and 9 are list pipelines
@@ -169,6 +172,18 @@ def _chain_shape(ops: list[_Op]) -> _Shape:
     return _Shape("x", words, _render(ops, "x"), _chain(ops), False, None, variants, steps)
 
 
+def _annotated(description: str, steps: list[str]) -> str:
+    """One assignment per step, each under a comment quoting its clause of `description` as
+    the prompt writes it, punctuation included (a comma: more follow; a period: the last)."""
+    clauses = description.split(", then ")
+    assert len(clauses) == len(steps), (description, steps)
+    lines = []
+    for i, (clause, step) in enumerate(zip(clauses, steps, strict=True)):
+        said = clause if i == 0 else f"then {clause}"
+        lines += [f"    # {said}{'.' if i == len(steps) - 1 else ','}", f"    x = {step}"]
+    return "\n".join(lines) + "\n    return x\n"
+
+
 def _testable(shape: _Shape, inputs: list[object]) -> bool:
     """Whether the hidden tests (`inputs[2:]`) can tell a mutant from the solution: a
     function that maps most inputs to one value, or each input to itself, or whose tests
@@ -300,6 +315,8 @@ class ProceduralTasks:
         prompt = f'def f({shape.arg}):\n    """{shape.words.capitalize()}. {shown}"""\n'
         if self.solution_style == "steps" and shape.steps:
             solution = "".join(f"    x = {step}\n" for step in shape.steps) + "    return x\n"
+        elif self.solution_style == "annotated" and shape.steps:
+            solution = _annotated(shape.words.capitalize(), shape.steps)
         else:
             solution = f"    return {shape.body}\n"
         digest = hashlib.blake2b(f"{level}:{shape.body}".encode(), digest_size=8).hexdigest()

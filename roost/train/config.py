@@ -60,7 +60,8 @@ class TasksConfig(_Section):
     revision_demos: float = 0.25
     #: How the chain levels' demonstrations are written (procedural only; tests, prompts and
     #: splits are the same either way): "expression" nests one expression
-    #: (`return (x + 3) * 2`), "steps" writes one line per operation (`x = x + 3`, ...).
+    #: (`return (x + 3) * 2`), "steps" writes one line per operation (`x = x + 3`, ...),
+    #: "annotated" puts each line under a comment quoting its clause (`# Add 3,`).
     solution_style: SolutionStyle = "expression"
     seed: int = 0
     #: How RL draws the level of the next task (roost/train/levels.py). `signal`: in

@@ -228,6 +228,7 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
             board.phase_budget = config.sft.time_budget_s
             board.phase_steps = config.sft.max_steps
             pairs = await anyio.to_thread.run_sync(source.demos)
+            _warn_if_answers_cut(pairs, config.model.max_new_tokens)
             try:
                 result = await anyio.to_thread.run_sync(
                     lambda: run_sft(
@@ -302,6 +303,20 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
         background.cancel_scope.cancel()
     board.finish(summary)
     return summary
+
+
+def _warn_if_answers_cut(pairs: list[tuple[str, str]], max_new_tokens: int) -> None:
+    """Demonstrations the model could learn but never write: generation stops at
+    `model.max_new_tokens` (bytes; the end token takes one more)."""
+    cut = [len(answer.encode()) for _, answer in pairs if len(answer.encode()) >= max_new_tokens]
+    if cut:
+        _log.warning(
+            "demonstrations_longer_than_max_new_tokens",
+            count=len(cut),
+            longest_bytes=max(cut),
+            max_new_tokens=max_new_tokens,
+            fix="raise model.max_new_tokens",
+        )
 
 
 class TrainError(RuntimeError):

@@ -26,8 +26,10 @@ def first_prompt(task: Task) -> str:
 
 def revision_prompt(task: Task, attempt: str, verdict: Verdict) -> str:
     """The task again, with the last attempt and the first failing test as comments: the
-    model writes the whole body anew (the program is always `prefix + body`)."""
-    tried = " ".join(line.strip() for line in attempt.strip().splitlines())[:FEEDBACK_CHARS]
+    model writes the whole body anew (the program is always `prefix + body`). The attempt's
+    own comment lines are left out: its code is what failed."""
+    code = [line.strip() for line in attempt.strip().splitlines()]
+    tried = " ".join(line for line in code if not line.startswith("#"))[:FEEDBACK_CHARS]
     why = " ".join((verdict.reason or "wrong answer").split())[:FEEDBACK_CHARS]
     return f"{task.prompt}    # tried: {tried}\n    # failed: {why}\n"
 

@@ -9,6 +9,7 @@ import pytest
 
 import tasks
 from tasks import MAX_LEVEL, ProceduralTasks, Task, canary_tasks, check_tasks, mutants
+from tasks._chain_ast import parse_chain
 from tasks.procedural import ProceduralTasks as Direct
 from tasks.procedural import SolutionStyle
 from tests.conftest import REAL
@@ -92,7 +93,7 @@ def test_every_task_has_mutants() -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", [REAL])
-@pytest.mark.parametrize("style", ["expression", "steps"])
+@pytest.mark.parametrize("style", ["expression", "steps", "annotated"])
 async def test_canonical_solutions_pass_and_mutants_fail_in_a_real_sandbox(
     style: SolutionStyle,
 ) -> None:
@@ -120,6 +121,29 @@ def test_the_steps_style_writes_one_line_per_operation_and_changes_nothing_else(
                 assert b.canonical_solution == a.canonical_solution
     with pytest.raises(ValueError, match="solution_style: must be one of expression, steps"):
         ProceduralTasks(solution_style="lines")  # type: ignore[arg-type]
+
+
+def test_the_annotated_style_quotes_each_clause_of_the_prompt_above_its_line() -> None:
+    nested = ProceduralTasks(seed=5, max_level=MAX_LEVEL)
+    annotated = ProceduralTasks(seed=5, max_level=MAX_LEVEL, solution_style="annotated")
+    for level in range(1, MAX_LEVEL + 1):
+        for a, b in zip(nested.take(level, 10), annotated.take(level, 10), strict=True):
+            assert (a.id, a.prompt, a.tests) == (b.id, b.prompt, b.tests)
+            assert a.canonical_solution is not None
+            assert b.canonical_solution is not None
+            if level > 4:  # not a chain: written as before
+                assert b.canonical_solution == a.canonical_solution
+                continue
+            lines = b.canonical_solution.splitlines()
+            comments, code = lines[0:-1:2], lines[1:-1:2]
+            assert len(comments) == len(code) == level
+            assert lines[-1] == "    return x"
+            assert all(line.startswith("    x = ") for line in code)
+            # Put together, the comments are the description exactly as the prompt has it.
+            said = " ".join(line.removeprefix("    # ") for line in comments)
+            assert f'"""{said} f(' in b.prompt, (said, b.prompt)
+            assert [line.endswith(",") for line in comments] == [True] * (level - 1) + [False]
+            assert parse_chain(b.canonical_solution) == parse_chain(a.canonical_solution)
 
 
 def test_canaries_cover_different_levels_first() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import structlog.testing
 import torch
 from click.testing import CliRunner
 
@@ -15,6 +16,7 @@ from roost.train.collector import episode_reward, relabelled_sample, turn_reward
 from roost.train.config import ModelConfig, TasksConfig
 from roost.train.episode import EpisodeTurn, encode_prompt
 from roost.train.phases import load_weights, make_policy, save_weights
+from roost.train.run import _warn_if_answers_cut
 from roost.train.task_source import TaskSource, revision_prompt
 from tasks import Verdict
 
@@ -72,6 +74,9 @@ def test_revision_prompt_shows_the_attempt_and_the_failure_under_the_task() -> N
     assert prompt.startswith(task.prompt)
     assert "# tried: return x + 2" in prompt
     assert "# failed: test_0: failed got 3" in prompt
+    # An annotated attempt is shown by its code: its comments only restate the prompt.
+    annotated = "    # Add 3.\n    x = x + 2\n    return x\n"
+    assert "# tried: x = x + 2 return x\n" in revision_prompt(task, annotated, verdict)
 
 
 def test_long_prompts_are_cut_from_the_left_to_fit() -> None:
@@ -129,3 +134,21 @@ def test_weights_of_the_old_position_table_model_get_an_error_that_says_so(
     save_weights(policy, current)
     load_weights(policy, current, version=4)
     assert policy.version == 4
+
+
+def test_demonstrations_the_model_could_never_finish_are_named_in_a_warning() -> None:
+    config = TasksConfig(
+        levels=[1, 2], demo_levels=[1, 2], demos_per_level=50, solution_style="annotated"
+    )
+    annotated = TaskSource(config)
+    pairs = annotated.demos()
+    longest = max(len(answer.encode()) for _, answer in pairs)
+    with structlog.testing.capture_logs() as logs:
+        _warn_if_answers_cut(pairs, longest + 1)  # room for the longest and its end token
+    assert logs == []
+    with structlog.testing.capture_logs() as logs:
+        _warn_if_answers_cut(pairs, 64)
+    (warning,) = logs
+    assert warning["event"] == "demonstrations_longer_than_max_new_tokens"
+    assert warning["longest_bytes"] == longest > 64
+    assert warning["count"] > 0
