@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from roost.commands.answers import answers_command
 from roost.commands.bench import bench
 from roost.commands.compare import compare_command
 from roost.commands.learn import sft_command
@@ -29,6 +30,7 @@ cli.add_command(sft_command)
 cli.add_command(train_command)
 cli.add_command(report_command)
 cli.add_command(compare_command)
+cli.add_command(answers_command)
 cli.add_command(profile_command)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+import warnings
 
 __all__ = ["parse_chain"]
 
@@ -31,7 +32,10 @@ def parse_chain(body: str, var: str = "x") -> list[tuple[str, int]] | None:
     """The (kind, constant) steps `body` applies to `var`, innermost first (constant 0 for
     `neg` and `abs`), or None when the body is anything else."""
     try:
-        tree = ast.parse(textwrap.dedent(body))
+        # A model's text can be odd Python (`3x`): its SyntaxWarning is not the caller's.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(textwrap.dedent(body))
     except (SyntaxError, ValueError):  # ValueError: a null byte
         return None
     *assignments, last = tree.body or [ast.Pass()]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from tasks import ProceduralTasks, Task, TestsVerifier
@@ -151,3 +153,10 @@ async def test_the_read_task_passes_in_a_real_sandbox_where_the_asked_one_failed
     async with real_sandbox() as sandbox:
         assert not (await verifier.verify(asked, wrong, sandbox)).passed
         assert (await verifier.verify(solved, wrong, sandbox)).passed
+
+
+def test_reading_odd_python_raises_no_warning_for_the_caller() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a SyntaxWarning would now be an exception
+        assert parse_chain("    return 1if x else 2\n") is None
+        assert parse_chain("    return 0x1for\n") is None
