@@ -30,8 +30,9 @@ Split = Literal["train", "heldout"]
 #: operation (`x = x + 3`, `x = x * 2`, `return x`), so that each level is the one below with
 #: one more line of the same form, where the expression must nest one level deeper;
 #: "annotated", the steps each under a comment that copies its clause of the description
-#: (`# Add 3,`, `x = x + 3`, `# then multiply by 2.`, ...): each line is then written from
-#: the text just before it, and the clause's last character says whether another follows.
+#: (`# Add 3,`, `x = x + 3`, `# then multiply by 2.`, ...), meant to make each line a copy
+#: of the text after the last and the stop a matter of the period. Measured, neither style
+#: made the model write a third step (docs/training.md, "Session 28").
 SolutionStyle = Literal["expression", "steps", "annotated"]
 SOLUTION_STYLES: tuple[SolutionStyle, ...] = ("expression", "steps", "annotated")
 MAX_LEVEL = 9
