@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
+import re
 from collections.abc import Callable, Iterator
 from typing import Literal
 
@@ -38,6 +39,7 @@ SOLUTION_STYLES: tuple[SolutionStyle, ...] = ("expression", "steps", "annotated"
 MAX_LEVEL = 9
 CHAIN_LEVELS = 4  # levels 1..4: that many chained integer operations
 BRANCH_LEVEL = 7  # a conditional; levels 5, 6, 8 and 9 are list pipelines
+_TASK_ID = re.compile(r"^gen-L\d+-[0-9a-f]+-(\d+)$")  # `_task`'s ids, by stream index
 MAX_DRAWS = 1000
 SOLVED_DRAWS = 20  # example and test inputs tried for a task read off a program
 
@@ -333,6 +335,13 @@ class ProceduralTasks:
             canonical_solution=solution,
             timeout_s=1.0,
         )
+
+    @staticmethod
+    def stream_index(task_id: str) -> int | None:
+        """The index in its level's stream of a task this class made (`task(level, index)`
+        gives it back), or None for any other id (a task read off a program, a file's)."""
+        match = _TASK_ID.match(task_id)
+        return None if match is None else int(match.group(1))
 
     def split_of_digest(self, digest: str) -> Split:
         return "heldout" if int(digest, 16) % 100 < self.heldout_percent else "train"

@@ -12,7 +12,6 @@ slices of equal size, so a trend over the phase shows.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import msgspec
@@ -21,13 +20,11 @@ from roost.train.config import ConfigError, load_train_config
 from roost.train.records import TrajectoryRecord
 from roost.train.rundir import RunDir
 from roost.train.summary import load_run_records
+from roost.train.task_source import procedural_tasks
 from tasks._chain_ast import parse_chain
 from tasks.procedural import CHAIN_LEVELS, ProceduralTasks
 
 __all__ = ["AnswersError", "AnswersPart", "chain_answers", "left_out"]
-
-# A procedural training task's id: its level, the digest of its function, its stream index.
-_TASK_ID = re.compile(r"^gen-L(\d+)-[0-9a-f]+-(\d+)$")
 
 
 class AnswersError(Exception):
@@ -82,21 +79,16 @@ def chain_answers(run_dir: Path, level: int, parts: int = 4) -> list[AnswersPart
             f"level: {level} is not a chain level of this run (its levels: {config.levels}; "
             f"chains are levels 1 to {CHAIN_LEVELS})"
         )
-    generator = ProceduralTasks(
-        seed=config.seed,
-        max_level=max(config.levels),
-        heldout_percent=config.heldout_percent,
-        solution_style=config.solution_style,
-    )
+    generator = procedural_tasks(config)
     records, _ = load_run_records(run)
     firsts: list[tuple[float, list[str], list[str] | None, bool]] = []
     for record in records:
         if not (isinstance(record, TrajectoryRecord) and record.status == "scored"):
             continue
-        match = _TASK_ID.match(record.task_id)
-        if record.level != level or not record.turns or match is None:
+        index = ProceduralTasks.stream_index(record.task_id)
+        if record.level != level or not record.turns or index is None:
             continue
-        solution = generator.task(level, int(match.group(2))).canonical_solution or ""
+        solution = generator.task(level, index).canonical_solution or ""
         want = [kind for kind, _ in parse_chain(solution) or []]
         got = parse_chain(record.turns[0].text)
         kinds = None if got is None else [kind for kind, _ in got]

@@ -308,7 +308,8 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
 def _warn_if_answers_cut(pairs: list[tuple[str, str]], max_new_tokens: int) -> None:
     """Demonstrations the model could learn but never write: generation stops at
     `model.max_new_tokens` (bytes; the end token takes one more)."""
-    cut = [len(answer.encode()) for _, answer in pairs if len(answer.encode()) >= max_new_tokens]
+    lengths = [len(answer.encode()) for _, answer in pairs]
+    cut = [length for length in lengths if length >= max_new_tokens]
     if cut:
         _log.warning(
             "demonstrations_longer_than_max_new_tokens",

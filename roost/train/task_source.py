@@ -15,7 +15,7 @@ from pathlib import Path
 from roost.train.config import TasksConfig
 from tasks import ProceduralTasks, Task, Verdict, load_tasks
 
-__all__ = ["TaskSource", "first_prompt", "revision_prompt"]
+__all__ = ["TaskSource", "first_prompt", "procedural_tasks", "revision_prompt"]
 
 FEEDBACK_CHARS = 120
 
@@ -32,6 +32,17 @@ def revision_prompt(task: Task, attempt: str, verdict: Verdict) -> str:
     tried = " ".join(line for line in code if not line.startswith("#"))[:FEEDBACK_CHARS]
     why = " ".join((verdict.reason or "wrong answer").split())[:FEEDBACK_CHARS]
     return f"{task.prompt}    # tried: {tried}\n    # failed: {why}\n"
+
+
+def procedural_tasks(config: TasksConfig) -> ProceduralTasks:
+    """The generator a run with `config` draws its procedural tasks from (the same tasks,
+    splits and canonical solutions wherever it is built)."""
+    return ProceduralTasks(
+        seed=config.seed,
+        max_level=max(config.levels),
+        heldout_percent=config.heldout_percent,
+        solution_style=config.solution_style,
+    )
 
 
 def _digest_percent(text: str) -> int:
@@ -54,12 +65,7 @@ class TaskSource:
         self._heldout: dict[int, list[Task]] = {}
         self._demos: list[tuple[str, str]] | None = None
         if config.source == "procedural":
-            self._procedural = ProceduralTasks(
-                seed=config.seed,
-                max_level=max(self.levels),
-                heldout_percent=config.heldout_percent,
-                solution_style=config.solution_style,
-            )
+            self._procedural = procedural_tasks(config)
             for level in self.levels:
                 self._heldout[level] = self._procedural.take_by_function(
                     level, config.heldout_per_level, split="heldout"

@@ -157,3 +157,16 @@ def test_the_public_names_all_import() -> None:
     assert sorted(tasks.__all__) == sorted(set(tasks.__all__))
     for name in tasks.__all__:
         assert getattr(tasks, name) is not None
+
+
+def test_a_task_id_gives_back_its_index_in_the_stream() -> None:
+    source = ProceduralTasks(seed=3, max_level=4)
+    for level in range(1, 5):
+        for index in (0, 7, 123):
+            task = source.task(level, index)
+            assert ProceduralTasks.stream_index(task.id) == index
+            assert source.task(level, index).id == task.id
+    solved = source.task_solved_by("    return (x + 3) * 2\n")
+    assert solved is not None
+    assert ProceduralTasks.stream_index(solved.id) is None  # read off a program: no index
+    assert ProceduralTasks.stream_index("humaneval/12") is None
