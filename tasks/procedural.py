@@ -23,7 +23,14 @@ from typing import Literal
 from tasks._chain_ast import parse_chain
 from tasks._spec import Task, TestCase
 
-__all__ = ["MAX_LEVEL", "SOLUTION_STYLES", "ProceduralTasks", "SolutionStyle", "Split"]
+__all__ = [
+    "MAX_LEVEL",
+    "SOLUTION_STYLES",
+    "ProceduralTasks",
+    "SolutionStyle",
+    "Split",
+    "operation_form",
+]
 
 Split = Literal["train", "heldout"]
 #: How a chain level's canonical solution is written (the tests are the same either way):
@@ -84,6 +91,20 @@ _OPS: dict[str, tuple[str, str, Callable[[int, int], int]]] = {
 CLAMP_RANGE = (-3, 5)  # max / min: a clamp must fall inside the test inputs
 CONSTANT_RANGE = (2, 19)  # add, sub, mul, mod, div
 SQUARE_POWER = 2
+
+
+def operation_form(kind: str) -> str:
+    """How an operation of the generator is written in an expression: "I" infix (`e + k`,
+    `e ** 2`), "N" negation (`-e`), "C" a call (`abs(e)`, `max(e, k)`). A chain's forms
+    say how its expression must open: `((x` for three infix operations, `max((x` for two
+    and a call (`roost answers --by-form`).
+
+    :raises ValueError: `kind` is not an operation of the generator.
+    """
+    if kind not in _OPS:
+        raise ValueError(f"operation: {kind!r} is not one of {', '.join(_OPS)}")
+    code = _OPS[kind][1]
+    return "C" if code.startswith(("abs", "max", "min")) else "N" if code == "-{e}" else "I"
 
 
 def _drawable(op: _Op) -> bool:

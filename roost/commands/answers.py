@@ -19,27 +19,48 @@ from roost.train.answers import AnswersPart
 @click.option("--level", default=3, show_default=True, help="A chain level of the run (1-4).")
 @click.option("--parts", default=4, show_default=True, help="Time slices of the RL phase.")
 @click.option(
+    "--by-form",
+    is_flag=True,
+    help="Split the last slice by the forms of the tasks' operations (I, N, C).",
+)
+@click.option(
     "--json",
     "json_out",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the slices here.",
 )
-def answers_command(run_dir: Path, level: int, parts: int, json_out: Path | None) -> None:
+def answers_command(
+    run_dir: Path, level: int, parts: int, by_form: bool, json_out: Path | None
+) -> None:
     """How the first attempts at LEVEL went in RUN_DIR's RL phase, slice by slice: how many
     wrote as many operations as their task, how many passed, and which operation the answers
-    one short left out (procedural tasks; nothing is run)."""
-    from roost.train.answers import AnswersError, chain_answers
+    one short left out (procedural tasks; nothing is run). With --by-form, the last slice
+    split by the forms of each task's operations."""
+    from roost.train.answers import AnswersError, chain_answers, chain_answers_by_form
 
     try:
-        slices = chain_answers(run_dir, level, parts)
+        if by_form:
+            rows = chain_answers_by_form(run_dir, level, parts)
+        else:
+            rows = {
+                f"{i}/{parts}": part
+                for i, part in enumerate(chain_answers(run_dir, level, parts), 1)
+            }
     except AnswersError as exc:
         raise click.ClickException(str(exc)) from None
     console = Console()
-    console.print(_table(slices, level))
+    if by_form:
+        title = f"level {level}: first attempts in the last {_fraction(parts)} of RL, by form"
+    else:
+        title = f"level {level}: first attempts of scored rollouts, in time order"
+    console.print(_table(rows, title, "form" if by_form else "part"))
     console.print(_LEGEND.format(level=level), highlight=False)
+    if by_form:
+        console.print(_FORMS, highlight=False)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(msgspec.to_builtins(slices), indent=2) + "\n")
+        data = msgspec.to_builtins(rows if by_form else list(rows.values()))
+        json_out.write_text(json.dumps(data, indent=2) + "\n")
         console.print(f"wrote {json_out}")
 
 
@@ -50,26 +71,36 @@ _LEGEND = (
 )
 
 
+_FORMS = (
+    "form: the task's operations, innermost first: I infix (+ - * ** % //), N negation, "
+    "C a call (abs, max, min)"
+)
+
+
+def _fraction(parts: int) -> str:
+    return "slice" if parts == 1 else "half" if parts == 2 else f"1/{parts}"
+
+
 def _share(part: int, whole: int) -> str:
     return "-" if whole == 0 else f"{100 * part / whole:.0f} %"
 
 
-def _table(slices: list[AnswersPart], level: int) -> Table:
+def _table(rows: dict[str, AnswersPart], title: str, label: str) -> Table:
     table = Table(
-        title=f"level {level}: first attempts of scored rollouts, in time order",
+        title=title,
         title_justify="left",
         box=box.SIMPLE_HEAD,  # no column rules, one space of padding: eleven columns fit in 80
         padding=(0, 1, 0, 0),
         pad_edge=False,
     )
-    columns = ["part", "n", "pass", "ops", "ops ok", "unread", "-1st", "-mid", "-last", "-any"]
+    columns = [label, "n", "pass", "ops", "ops ok", "unread", "-1st", "-mid", "-last", "-any"]
     columns += ["other"]
     for column in columns:
         table.add_column(column, justify="right")
-    for i, part in enumerate(slices, 1):
+    for name, part in rows.items():
         short = part.short_by_one
         table.add_row(
-            f"{i}/{len(slices)}",
+            name,
             str(part.attempts),
             _share(part.passed, part.attempts),
             _share(part.full_length, part.attempts),

@@ -7,7 +7,10 @@ beside its task's chain: did it write as many operations as the task has, did it
 when it wrote one operation too few, which one it left out. Level 3 of the default run is
 where RL's gain is decided, and its failures are mostly answers one operation short
 (docs/training.md, "Hindsight tasks"). The rollouts are split in time order into `parts`
-slices of equal size, so a trend over the phase shows.
+slices of equal size, so a trend over the phase shows. `chain_answers_by_form` splits the last
+slice by the forms of the task's operations (`tasks.procedural.operation_form`): which
+openings an expression-style answer needs, where the failures concentrate (docs/training.md,
+"Session 29").
 """
 
 from __future__ import annotations
@@ -22,9 +25,15 @@ from roost.train.rundir import RunDir
 from roost.train.summary import load_run_records
 from roost.train.task_source import procedural_tasks
 from tasks._chain_ast import parse_chain
-from tasks.procedural import CHAIN_LEVELS, ProceduralTasks
+from tasks.procedural import CHAIN_LEVELS, ProceduralTasks, operation_form
 
-__all__ = ["AnswersError", "AnswersPart", "chain_answers", "left_out"]
+__all__ = [
+    "AnswersError",
+    "AnswersPart",
+    "chain_answers",
+    "chain_answers_by_form",
+    "left_out",
+]
 
 
 class AnswersError(Exception):
@@ -58,11 +67,31 @@ def left_out(want: list[str], got: list[str]) -> str:
     return names.pop() if len(names) == 1 else "other"
 
 
+_FirstAttempt = tuple[float, list[str], list[str] | None, bool]
+
+
 def chain_answers(run_dir: Path, level: int, parts: int = 4) -> list[AnswersPart]:
     """The first attempts at `level` of the run's scored rollouts, in `parts` time slices.
 
     :raises AnswersError: naming what is wrong (no run, not procedural tasks, no such level).
     """
+    return [_part(part) for part in _slices(run_dir, level, parts)]
+
+
+def chain_answers_by_form(run_dir: Path, level: int, parts: int = 4) -> dict[str, AnswersPart]:
+    """The last of `parts` time slices (where the phase ended), by the forms of each task's
+    operations, innermost first ("IIC": two infix operations, then a call), most drawn first.
+
+    :raises AnswersError: as `chain_answers`.
+    """
+    by_form: dict[str, list[_FirstAttempt]] = {}
+    for first in _slices(run_dir, level, parts)[-1]:
+        by_form.setdefault("".join(operation_form(kind) for kind in first[1]), []).append(first)
+    ranked = sorted(by_form.items(), key=lambda item: (-len(item[1]), item[0]))
+    return {form: _part(firsts) for form, firsts in ranked}
+
+
+def _slices(run_dir: Path, level: int, parts: int) -> list[list[_FirstAttempt]]:
     if parts < 1:
         raise AnswersError(f"parts: must be >= 1, got {parts}")
     run = RunDir(run_dir)
@@ -81,7 +110,7 @@ def chain_answers(run_dir: Path, level: int, parts: int = 4) -> list[AnswersPart
         )
     generator = procedural_tasks(config)
     records, _ = load_run_records(run)
-    firsts: list[tuple[float, list[str], list[str] | None, bool]] = []
+    firsts: list[_FirstAttempt] = []
     for record in records:
         if not (isinstance(record, TrajectoryRecord) and record.status == "scored"):
             continue
@@ -95,10 +124,10 @@ def chain_answers(run_dir: Path, level: int, parts: int = 4) -> list[AnswersPart
         firsts.append((record.finished_at, want, kinds, record.turns[0].passed))
     firsts.sort(key=lambda first: first[0])
     n = len(firsts)
-    return [_part(firsts[i * n // parts : (i + 1) * n // parts]) for i in range(parts)]
+    return [firsts[i * n // parts : (i + 1) * n // parts] for i in range(parts)]
 
 
-def _part(firsts: list[tuple[float, list[str], list[str] | None, bool]]) -> AnswersPart:
+def _part(firsts: list[_FirstAttempt]) -> AnswersPart:
     short = dict.fromkeys(("first", "middle", "last", "other"), 0)
     full = full_passed = unreadable = other_length = 0
     for _, want, got, passed in firsts:

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from roost.cli import cli
-from roost.train.answers import AnswersError, chain_answers, left_out
+from roost.train.answers import AnswersError, chain_answers, chain_answers_by_form, left_out
 from roost.train.config import TrainConfig, load_train_config
 from roost.train.records import TrajectoryRecord, TurnRecord
 from roost.train.rundir import RunDir
@@ -17,6 +17,7 @@ from runtime.config import dump_config
 from runtime.journal import JournalWriter
 from tasks import ProceduralTasks
 from tasks._chain_ast import parse_chain
+from tasks.procedural import operation_form
 
 
 def _steps(task_index: int) -> list[str]:
@@ -141,3 +142,42 @@ def test_the_command_prints_a_slice_per_part_and_writes_json(tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     assert "1/1" in result.output
     assert '"full_length_passed": 1' in out.read_text()
+
+
+def _form(tasks: ProceduralTasks, index: int) -> str:
+    return "".join(operation_form(kind) for kind, _ in _chain(tasks, index))
+
+
+def test_the_last_slice_splits_by_the_forms_of_the_operations(tmp_path: Path) -> None:
+    root = _run(tmp_path)
+    tasks = ProceduralTasks(seed=0, max_level=3)
+    infix = next(i for i in range(500) if _form(tasks, i) == "III")
+    called = next(i for i in range(500) if _form(tasks, i) == "ICI")
+    with JournalWriter(RunDir(root).log) as log:
+        # First half: not counted by form. Second half: three infix chains (one passed, one
+        # unreadable), one chain with a call in the middle, written with another length.
+        for n in range(1, 5):
+            log.append(_record(n, tasks.task(3, called if n % 2 else infix).id, "return x\n"))
+        solution = tasks.task(3, infix).canonical_solution or ""
+        log.append(_record(5, tasks.task(3, infix).id, solution, passed=True))
+        log.append(_record(6, tasks.task(3, infix).id, "    return x +\n"))
+        log.append(_record(7, tasks.task(3, called).id, "    return x * 2\n"))
+        log.append(_record(8, tasks.task(3, infix).id, "    return -x\n"))
+    forms = chain_answers_by_form(root, 3, parts=2)
+    assert list(forms) == ["III", "ICI"]  # most drawn first
+    assert (forms["III"].attempts, forms["III"].passed, forms["III"].full_length) == (3, 1, 1)
+    assert forms["III"].not_a_chain == 1
+    assert (forms["ICI"].attempts, forms["ICI"].passed, forms["ICI"].other_length) == (1, 0, 1)
+    (whole,) = chain_answers(root, 3, parts=1)
+    assert whole.attempts == sum(p.attempts for p in chain_answers_by_form(root, 3, 1).values())
+    result = CliRunner().invoke(cli, ["answers", str(root), "--parts", "2", "--by-form"])
+    assert result.exit_code == 0, result.output
+    assert "by form" in result.output
+    assert " III " in result.output
+    assert " ICI " in result.output
+
+
+def test_every_operation_has_a_form_and_an_unknown_one_is_refused() -> None:
+    assert [operation_form(k) for k in ("add", "neg", "max", "square", "abs")] == list("INCIC")
+    with pytest.raises(ValueError, match="'cube' is not one of"):
+        operation_form("cube")
