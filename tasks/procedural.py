@@ -139,7 +139,7 @@ def _bumps(ops: list[_Op]) -> list[list[_Op]]:
 def _render(ops: list[_Op], var: str) -> str:
     expr, atomic = var, True
     for op in ops:
-        call_form = op.code.startswith(("abs", "max", "min"))
+        call_form = operation_form(op.kind) == "C"
         expr = op.code.format(e=expr if atomic or call_form else f"({expr})")
         atomic = call_form
     return expr

@@ -27,7 +27,7 @@ from roost.train.answers import AnswersPart
     "--json",
     "json_out",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the slices here.",
+    help="Also write the rows here (JSON).",
 )
 def answers_command(
     run_dir: Path, level: int, parts: int, by_form: bool, json_out: Path | None
