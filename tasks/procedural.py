@@ -5,7 +5,9 @@ and the supply is unbounded (any index). Levels 1 to 4 chain that many integer o
 (`return x + 3`, then `return (x + 3) * 2`, ...); the levels above compose new forms: list maps
 and filters, aggregates, conditionals. Each chain level is the one below with one more step of
 the same kind, so a model taught levels 1-2 can reach 3 and 4 by sampling and learn them from
-reward alone; the list and conditional levels need syntax no lower level shows.
+reward alone: measured, only the forms whose expression nests one parenthesis deep (`(-x + 3)
+* 2`), not those that open `((` (docs/training.md, "Session 30"). The list and conditional
+levels need syntax no lower level shows.
 Prompts and solutions stay a line or two long so a small character-level model can learn the
 low levels. The id is a digest of the solution, so the same function always has the same id
 and the same split: a held-out function can never reach training under another index.
