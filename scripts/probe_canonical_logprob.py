@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe: how likely a checkpoint finds each level-3 form's canonical solution by sampling.
+"""Probe: how likely a checkpoint samples the canonical solution of each form of a chain level.
 
 python scripts/probe_canonical_logprob.py RUN_DIR [--checkpoint sft.pt] [--level 3]
     [--tasks 20] [--scan 5000]
@@ -35,16 +35,25 @@ def main() -> None:
     import torch
 
     from policies.tokenizer import ByteTokenizer
-    from roost.train.config import load_train_config
+    from roost.train.config import ConfigError, load_train_config
     from roost.train.phases import load_weights, make_policy
     from roost.train.task_source import procedural_tasks
     from tasks._chain_ast import parse_chain
     from tasks.procedural import operation_form
 
-    config = load_train_config(args.run_dir / "config.toml")
+    try:
+        config = load_train_config(args.run_dir / "config.toml")
+    except ConfigError as exc:
+        parser.error(f"{args.run_dir}: not a roost train run directory ({exc})")
+    if config.tasks.source != "procedural":
+        source = config.tasks.source
+        parser.error(f"{args.run_dir}: tasks.source is {source!r}; chains are procedural")
     supply = procedural_tasks(config.tasks)
     policy = make_policy(config.model, seed=config.seed)
-    load_weights(policy, args.run_dir / "checkpoints" / args.checkpoint)
+    try:
+        load_weights(policy, args.run_dir / "checkpoints" / args.checkpoint)
+    except ValueError as exc:
+        parser.error(str(exc))
     tokenizer = ByteTokenizer()
 
     by_form: dict[str, list[tuple[str, str]]] = {}

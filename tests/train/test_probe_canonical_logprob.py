@@ -38,3 +38,25 @@ def test_the_probe_scores_each_form_of_a_level(
         assert 1 <= int(row[1]) <= 2
         total, least = float(row[2]), float(row[3])
         assert total <= least < 0  # an untrained model finds no solution likely
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["{tmp}"], "not a roost train run directory"),
+        (["{tmp}", "--level", "5"], "--level: a chain level"),
+    ],
+)
+def test_the_probe_names_what_is_wrong(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
+) -> None:
+    argv = [str(SCRIPT), *(a.format(tmp=tmp_path) for a in args)]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(SCRIPT), run_name="__main__")
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
