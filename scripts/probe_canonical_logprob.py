@@ -4,8 +4,8 @@
 python scripts/probe_canonical_logprob.py RUN_DIR [--checkpoint sft.pt] [--level 3]
     [--tasks 20] [--scan 5000]
 
-Loads RUN_DIR's model with a checkpoint of its `checkpoints/`, takes up to `--tasks` training
-tasks of each operation form among the first `--scan` tasks of chain level `--level` (`roost
+Loads RUN_DIR's model with a checkpoint of its `checkpoints/`, takes up to `--tasks` tasks of
+each operation form among the first `--scan` training tasks of chain level `--level` (`roost
 answers --by-form` names the forms: `III` is three infix operations), and scores each task's
 canonical solution under the model at temperature 1: its total log-probability in nats
 (sampling writes it about once in exp(-total) draws) and its least likely byte, shown in
@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", default="sft.pt")
     parser.add_argument("--level", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=20, help="tasks per form")
-    parser.add_argument("--scan", type=int, default=5000, help="tasks of the level looked at")
+    parser.add_argument("--scan", type=int, default=5000, help="training tasks read")
     args = parser.parse_args()
     if not 2 <= args.level <= 4:
         parser.error(f"--level: a chain level of two to four operations, got {args.level}")
@@ -39,7 +39,7 @@ def main() -> None:
     from roost.train.phases import load_weights, make_policy
     from roost.train.task_source import procedural_tasks
     from tasks._chain_ast import parse_chain
-    from tasks.procedural import operation_form
+    from tasks.procedural import chain_form
 
     try:
         config = load_train_config(args.run_dir / "config.toml")
@@ -57,12 +57,11 @@ def main() -> None:
     tokenizer = ByteTokenizer()
 
     by_form: dict[str, list[tuple[str, str]]] = {}
-    for index in range(args.scan):
-        task = supply.task(args.level, index)
+    for task in supply.take(args.level, args.scan, split="train"):
         chain = parse_chain(task.canonical_solution or "")
-        if chain is None or supply.split_of(task) != "train":
+        if chain is None:
             continue
-        form = by_form.setdefault("".join(operation_form(kind) for kind, _ in chain), [])
+        form = by_form.setdefault(chain_form(kind for kind, _ in chain), [])
         if len(form) < args.tasks:
             form.append((task.prompt, task.canonical_solution or ""))
 
@@ -76,13 +75,10 @@ def main() -> None:
                 [tokenizer.encode(p) for p in prompts], completions
             )
         totals = (logprobs * mask).sum(dim=1).tolist()
-        worst = [
-            min(range(len(c)), key=lambda k, row=row: float(logprobs[row, k]))
-            for row, c in enumerate(completions)
-        ]
-        least = [float(logprobs[row, k]) for row, k in enumerate(worst)]
+        worst = logprobs.masked_fill(mask == 0, float("inf")).min(dim=1)
+        least, at_byte = worst.values.tolist(), worst.indices.tolist()
         example = solutions[0].strip()
-        at = worst[0] - (len(solutions[0]) - len(solutions[0].lstrip()))
+        at = at_byte[0] - (len(solutions[0]) - len(solutions[0].lstrip()))
         shown = f"{example[:at]}|{example[at : at + 1]}" if at < len(example) else example
         print(
             f"{form:5} {len(prompts):5} {statistics.median(totals):15.1f} "

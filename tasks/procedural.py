@@ -19,7 +19,7 @@ import dataclasses
 import hashlib
 import random
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Literal
 
 from tasks._chain_ast import parse_chain
@@ -31,6 +31,7 @@ __all__ = [
     "ProceduralTasks",
     "SolutionStyle",
     "Split",
+    "chain_form",
     "operation_form",
 ]
 
@@ -107,6 +108,14 @@ def operation_form(kind: str) -> str:
         raise ValueError(f"operation: {kind!r} is not one of {', '.join(_OPS)}")
     code = _OPS[kind][1]
     return "C" if code.startswith(("abs", "max", "min")) else "N" if code == "-{e}" else "I"
+
+
+def chain_form(kinds: Iterable[str]) -> str:
+    """The forms of a chain's operations, innermost first: "IIC" for `max((x + 3) * 2, 5)`.
+
+    :raises ValueError: as `operation_form`.
+    """
+    return "".join(operation_form(kind) for kind in kinds)
 
 
 def _drawable(op: _Op) -> bool:

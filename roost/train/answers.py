@@ -8,7 +8,7 @@ when it wrote one operation too few, which one it left out. Level 3 of the defau
 where RL's gain is decided, and its failures are mostly answers one operation short
 (docs/training.md, "Hindsight tasks"). The rollouts are split in time order into `parts`
 slices of equal size, so a trend over the phase shows. `chain_answers_by_form` splits the last
-slice by the forms of the task's operations (`tasks.procedural.operation_form`): which
+slice by the forms of the task's operations (`tasks.procedural.chain_form`): which
 openings an expression-style answer needs, where the failures concentrate (docs/training.md,
 "Session 29").
 """
@@ -25,7 +25,7 @@ from roost.train.rundir import RunDir
 from roost.train.summary import load_run_records
 from roost.train.task_source import procedural_tasks
 from tasks._chain_ast import parse_chain
-from tasks.procedural import CHAIN_LEVELS, ProceduralTasks, operation_form
+from tasks.procedural import CHAIN_LEVELS, ProceduralTasks, chain_form
 
 __all__ = [
     "AnswersError",
@@ -86,7 +86,7 @@ def chain_answers_by_form(run_dir: Path, level: int, parts: int = 4) -> dict[str
     """
     by_form: dict[str, list[_FirstAttempt]] = {}
     for first in _slices(run_dir, level, parts)[-1]:
-        by_form.setdefault("".join(operation_form(kind) for kind in first[1]), []).append(first)
+        by_form.setdefault(chain_form(first[1]), []).append(first)
     ranked = sorted(by_form.items(), key=lambda item: (-len(item[1]), item[0]))
     return {form: _part(firsts) for form, firsts in ranked}
 

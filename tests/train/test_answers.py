@@ -17,7 +17,7 @@ from runtime.config import dump_config
 from runtime.journal import JournalWriter
 from tasks import ProceduralTasks
 from tasks._chain_ast import parse_chain
-from tasks.procedural import operation_form
+from tasks.procedural import chain_form, operation_form
 
 
 def _steps(task_index: int) -> list[str]:
@@ -145,7 +145,7 @@ def test_the_command_prints_a_slice_per_part_and_writes_json(tmp_path: Path) -> 
 
 
 def _form(tasks: ProceduralTasks, index: int) -> str:
-    return "".join(operation_form(kind) for kind, _ in _chain(tasks, index))
+    return chain_form(kind for kind, _ in _chain(tasks, index))
 
 
 def test_the_last_slice_splits_by_the_forms_of_the_operations(tmp_path: Path) -> None:
@@ -179,5 +179,6 @@ def test_the_last_slice_splits_by_the_forms_of_the_operations(tmp_path: Path) ->
 
 def test_every_operation_has_a_form_and_an_unknown_one_is_refused() -> None:
     assert [operation_form(k) for k in ("add", "neg", "max", "square", "abs")] == list("INCIC")
+    assert chain_form(["add", "neg", "max"]) == "INC"
     with pytest.raises(ValueError, match="'cube' is not one of"):
         operation_form("cube")
