@@ -15,6 +15,14 @@ make it useful. `"band"` keeps the mix's rate inside `tasks.band` instead (level
 only the exploration share). Either way a uniform `tasks.explore` share keeps every level
 tried, and `tasks.test_only_share` is a floor on the draws that go to levels with tests only
 (no demonstrations), the levels that only RL can learn.
+
+Within a level, `tasks.forms = "signal"` thins the generator's stream by the same rule one
+grain finer: a chain task is kept with probability `1 - f**G - (1 - p)**G` at its form's
+decayed rates (the form: the kinds of its operations, "IIC" for `max((x + 3) * 2, 5)`). A
+level's forms differ far more than its levels do: at level 3 `ICI` passes about half its first
+attempts while `III`, a fifth of the stream, passes none (docs/training.md, "Session 31").
+The rates' uniform prior keeps every form's chance at least about 1/7 (at G = 8 and the decay
+0.98), so a form nothing passes is still tried, and one never seen is kept at once.
 """
 
 from __future__ import annotations
@@ -67,6 +75,12 @@ class LevelChooser:
         self.first_turns = {
             int(level): msgspec.convert(stats, RateStats) for level, stats in first.items()
         }
+        self.forms_mode = config.forms
+        # Per "level:form": the decayed rates of episodes and of first attempts.
+        self.forms = {
+            key: (msgspec.convert(pair[0], RateStats), msgspec.convert(pair[1], RateStats))
+            for key, pair in state.pop("forms", {}).items()
+        }
         if state:
             self.curriculum = Curriculum.from_bytes(
                 json.dumps(state).encode(), curriculum_config, seed=seed
@@ -118,10 +132,32 @@ class LevelChooser:
         weights = self.weights()
         return self._rng.choices(list(weights), weights=list(weights.values()))[0]
 
-    def scored(self, task_id: str, level: int, passed: bool, first_passed: bool) -> None:
-        """One scored episode: whether it passed on any turn, and on its first."""
+    def keep(self, level: int, form: str | None) -> bool:
+        """Whether RL trains on a task of `form` (None: no form, always kept) drawn at
+        `level`: always under `forms = "stream"`, else with the form's group signal."""
+        if form is None or self.forms_mode == "stream":
+            return True
+        return self._rng.random() < self.form_signal(level, form)
+
+    def form_signal(self, level: int, form: str) -> float:
+        """The chance that a group of `form` at `level` disagrees (0.99 at G = 8 before any
+        episode of it: the prior's rate is 1/2)."""
+        episodes, firsts = self.forms.get(f"{level}:{form}", (RateStats(), RateStats()))
+        rate = episodes.rate
+        first = firsts.rate if self.signal_rate == "first_turn" else None
+        return group_signal(rate, self.group_size, all_pass_rate=first)
+
+    def scored(
+        self, task_id: str, level: int, passed: bool, first_passed: bool, form: str | None = None
+    ) -> None:
+        """One scored episode: whether it passed on any turn, and on its first; `form` is
+        the task's (`keep`), None for a task without one."""
         self.curriculum.record(task_id, level, passed)
         self.first_turns.setdefault(level, RateStats()).add(first_passed, self._decay)
+        if form is not None:
+            episodes, firsts = self.forms.setdefault(f"{level}:{form}", (RateStats(), RateStats()))
+            episodes.add(passed, self._decay)
+            firsts.add(first_passed, self._decay)
 
     def _first_turn_rate(self, level: int) -> float | None:
         if self.signal_rate == "episode":
@@ -132,9 +168,10 @@ class LevelChooser:
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps (JSON): the decayed pass counts of episodes and of first
-        attempts."""
+        attempts, per level and per form."""
         state: dict[str, Any] = json.loads(self.curriculum.to_bytes())
         state["first_turns"] = {
             str(level): msgspec.to_builtins(stats) for level, stats in self.first_turns.items()
         }
+        state["forms"] = {key: msgspec.to_builtins(pair) for key, pair in self.forms.items()}
         return state

@@ -53,6 +53,7 @@ __all__ = ["RLOutcome", "RLPhase"]
 
 _log = structlog.get_logger("roost.train.rl")
 ASK_TIMEOUT_S = 600.0
+MAX_FORM_DRAWS = 64  # each form is kept with chance >= ~1/7: 64 misses is ~1e-4
 #: Every actor of the phase survives a crash: restarted with its state (the run's books, the
 #: optimizer, the open log), and handed the message it was handling again (its handlers are
 #: idempotent), so a crash loses nothing. A message that crashes an actor this many times in
@@ -260,7 +261,7 @@ class RLPhase:
                 rl_clock=self.elapsed,
                 open_rollouts=self.open,
                 skip_no_signal=cfg.learner.skip_equal_reward_groups,
-                on_scored=self.levels.scored,
+                on_scored=self._scored,
                 credit=cfg.episode.credit,
                 partial_credit=cfg.episode.partial_credit,
                 partial_credit_in=cfg.episode.partial_credit_in,
@@ -377,10 +378,7 @@ class RLPhase:
         while True:
             while len(self.open) >= target:
                 await self.counts.progress.wait()
-            level = self.levels.draw()
-            task, self.next_index[level] = self.source.train_task(
-                level, self.next_index.get(level, 0)
-            )
+            task = self._next_task(self.levels.draw())
             self.tasks[task.id] = task
             group_id = f"s{self.segment}-g{self.group_seq}"
             self.group_seq += 1
@@ -408,6 +406,22 @@ class RLPhase:
                 self.requested_ids.add(request.rollout_id)
                 self.counts.requested += 1
                 await self.scheduler.tell(request)
+
+    def _next_task(self, level: int) -> Task:
+        """The next training task of `level` that the form curriculum keeps (`LevelChooser.keep`;
+        every form's chance is at least about 1/7, so this ends within a few draws; after
+        `MAX_FORM_DRAWS` the last one drawn is taken)."""
+        for _ in range(MAX_FORM_DRAWS):
+            task, self.next_index[level] = self.source.train_task(
+                level, self.next_index.get(level, 0)
+            )
+            if self.levels.keep(level, self.source.form(task)):
+                break
+        return task
+
+    def _scored(self, task_id: str, level: int, passed: bool, first_passed: bool) -> None:
+        form = self.source.form(self.tasks[task_id])
+        self.levels.scored(task_id, level, passed, first_passed, form=form)
 
     # -- draining --------------------------------------------------------------------------------
 

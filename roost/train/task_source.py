@@ -14,6 +14,8 @@ from pathlib import Path
 
 from roost.train.config import TasksConfig
 from tasks import ProceduralTasks, Task, Verdict, load_tasks
+from tasks._chain_ast import parse_chain
+from tasks.procedural import CHAIN_LEVELS, chain_form
 
 __all__ = ["TaskSource", "first_prompt", "procedural_tasks", "revision_prompt"]
 
@@ -101,6 +103,14 @@ class TaskSource:
                     return task, index
         pool = self._train[level]
         return pool[index % len(pool)], index + 1
+
+    def form(self, task: Task) -> str | None:
+        """The form of a procedural chain task (`tasks.procedural.chain_form`, read off its
+        canonical solution), or None: a task file's, a list or conditional level's."""
+        if self._procedural is None or task.level > CHAIN_LEVELS or not task.canonical_solution:
+            return None
+        steps = parse_chain(task.canonical_solution)
+        return None if steps is None else chain_form(kind for kind, _ in steps)
 
     def heldout(self) -> list[Task]:
         return [task for level in sorted(self._heldout) for task in self._heldout[level]]

@@ -3,11 +3,18 @@ share and a floor on the test-only levels."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 import pytest
 
 from roost.train.config import TasksConfig
 from roost.train.levels import LevelChooser, group_signal
+from roost.train.task_source import TaskSource
+from tasks._chain_ast import parse_chain
+from tasks.procedural import chain_form
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _fed(
@@ -119,3 +126,81 @@ def test_a_checkpoint_without_first_attempt_rates_loads_and_uses_the_episode_rat
     resumed = LevelChooser(TasksConfig(), [1, 2, 3], group_size=8, seed=0, state=state)
     by_episode = _fed(_chooser(signal_rate="episode"))
     assert resumed.weights() == pytest.approx(by_episode.weights())
+
+
+def _fed_forms(chooser: LevelChooser, *, with_forms: bool = True) -> LevelChooser:
+    """At level 3, form "III" never passes and "ICI" passes half its first attempts."""
+    for i in range(60):
+        chooser.scored(f"x{i}", 3, False, False, form="III" if with_forms else None)
+        chooser.scored(f"y{i}", 3, i % 2 == 0, i % 2 == 0, form="ICI" if with_forms else None)
+    return chooser
+
+
+def test_forms_stream_keeps_every_task_and_leaves_the_level_draws_as_they_were() -> None:
+    plain = _fed_forms(_chooser(forms="stream"), with_forms=False)
+    fed = _fed_forms(_chooser(forms="stream"))
+    assert all(fed.keep(3, "III") for _ in range(100))
+    assert [fed.draw() for _ in range(50)] == [plain.draw() for _ in range(50)]
+
+
+def test_forms_signal_keeps_a_form_by_its_group_signal() -> None:
+    chooser = _fed_forms(_chooser(forms="signal"))
+    never, half = chooser.form_signal(3, "III"), chooser.form_signal(3, "ICI")
+    assert half > 0.95
+    # The prior keeps a form nothing passes at about 1/7 (G = 8, decay 0.98), never at 0.
+    assert 0.1 < never < 0.2
+    kept = sum(chooser.keep(3, "III") for _ in range(2000)) / 2000
+    assert kept == pytest.approx(never, abs=0.03)
+    assert sum(chooser.keep(3, "ICI") for _ in range(200)) > 180
+    # A form never seen, and a task without a form, are kept.
+    assert chooser.form_signal(3, "NNN") > 0.95
+    assert all(chooser.keep(3, None) for _ in range(100))
+    # Forms are counted per level: "III" at level 4 has no history.
+    assert chooser.form_signal(4, "III") > 0.95
+
+
+def test_form_rates_survive_a_checkpoint_and_a_checkpoint_without_them_loads() -> None:
+    before = _fed_forms(_chooser(forms="signal"))
+    state = msgspec.json.decode(msgspec.json.encode(before.state()))
+    after = LevelChooser(TasksConfig(forms="signal"), [1, 2, 3], group_size=8, seed=1, state=state)
+    assert after.form_signal(3, "III") == before.form_signal(3, "III")
+    del state["forms"]  # as checkpointed before form rates were kept
+    older = LevelChooser(TasksConfig(forms="signal"), [1, 2, 3], group_size=8, seed=1, state=state)
+    assert older.form_signal(3, "III") > 0.95
+    assert older.weights() == after.weights()
+
+
+@pytest.mark.parametrize("style", ["expression", "steps"])
+def test_a_chain_task_has_the_form_of_its_operations(style: str) -> None:
+    source = TaskSource(TasksConfig(levels=[1, 2, 3], solution_style=style))  # type: ignore[arg-type]
+    expressions = TaskSource(TasksConfig(levels=[1, 2, 3]))
+    forms = set()
+    for level in (1, 2, 3):
+        for index in range(40):
+            task, _ = source.train_task(level, index)
+            form = source.form(task)
+            assert form is not None
+            assert len(form) == level
+            assert set(form) <= set("INC")
+            # The same form however the demonstration is written.
+            expression = expressions.train_task(level, index)[0]
+            steps = parse_chain(expression.canonical_solution or "") or []
+            assert form == chain_form(kind for kind, _ in steps)
+            forms.add(form)
+    assert len(forms) > 10
+
+
+def test_list_levels_and_task_files_have_no_form() -> None:
+    source = TaskSource(TasksConfig(levels=[1, 5], demo_levels=[1], heldout_per_level=2))
+    assert source.form(source.train_task(5, 0)[0]) is None
+    jsonl = TaskSource(
+        TasksConfig(source="jsonl", path=str(EXAMPLES / "tasks" / "humaneval.jsonl")),
+        base_dir=EXAMPLES.parent,
+    )
+    assert jsonl.heldout()
+    assert all(jsonl.form(task) is None for task in jsonl.heldout())
+
+
+def test_an_unknown_forms_mode_is_a_clear_error() -> None:
+    with pytest.raises(msgspec.ValidationError, match="forms"):
+        msgspec.convert({"forms": "sometimes"}, TasksConfig)
