@@ -53,7 +53,7 @@ __all__ = ["RLOutcome", "RLPhase"]
 
 _log = structlog.get_logger("roost.train.rl")
 ASK_TIMEOUT_S = 600.0
-MAX_FORM_DRAWS = 64  # each form is kept with chance >= ~1/7: 64 misses is ~1e-4
+MAX_FORM_DRAWS = 64  # a form is kept with chance >= ~1/7 at G = 8: 64 misses is ~1e-4
 #: Every actor of the phase survives a crash: restarted with its state (the run's books, the
 #: optimizer, the open log), and handed the message it was handling again (its handlers are
 #: idempotent), so a crash loses nothing. A message that crashes an actor this many times in
