@@ -11,7 +11,7 @@ canonical solution under the model at temperature 1: its total log-probability i
 (sampling writes it about once in exp(-total) draws) and its least likely byte, shown in
 place (`return (|(`: the second parenthesis). Nothing runs: the canonical solutions are
 generated here. At a test-only level they are never trained on; the probe only asks how far
-sampling is from them (docs/training.md, "Session 30").
+sampling is from them (docs/training-log.md, "Session 30").
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ and the supply is unbounded (any index). Levels 1 to 4 chain that many integer o
 and filters, aggregates, conditionals. Each chain level is the one below with one more step of
 the same kind, so a model taught levels 1-2 can reach 3 and 4 by sampling and learn them from
 reward alone: measured, only the forms whose expression nests one parenthesis deep (`(-x + 3)
-* 2`), not those that open `((` (docs/training.md, "Session 30"). The list and conditional
+* 2`), not those that open `((` (docs/training-log.md, "Session 30"). The list and conditional
 levels need syntax no lower level shows.
 Prompts and solutions stay a line or two long so a small character-level model can learn the
 low levels. The id is a digest of the solution, so the same function always has the same id
@@ -43,7 +43,7 @@ Split = Literal["train", "heldout"]
 #: "annotated", the steps each under a comment that copies its clause of the description
 #: (`# Add 3,`, `x = x + 3`, `# then multiply by 2.`, ...), meant to make each line a copy
 #: of the text after the last and the stop a matter of the period. Measured, neither style
-#: made the model write a third step (docs/training.md, "Session 28").
+#: made the model write a third step (docs/training-log.md, "Session 28").
 SolutionStyle = Literal["expression", "steps", "annotated"]
 SOLUTION_STYLES: tuple[SolutionStyle, ...] = ("expression", "steps", "annotated")
 MAX_LEVEL = 9

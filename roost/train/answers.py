@@ -6,10 +6,10 @@ chain of the generator's operations (`tasks._chain_ast.parse_chain`; nothing run
 beside its task's chain: did it write as many operations as the task has, did it pass, and,
 when it wrote one operation too few, which one it left out. Level 3 of the default run is
 where RL's gain is decided, and its failures are mostly answers one operation short
-(docs/training.md, "Hindsight tasks"). The rollouts are split in time order into `parts`
+(docs/training-log.md, "Hindsight tasks"). The rollouts are split in time order into `parts`
 slices of equal size, so a trend over the phase shows. `chain_answers_by_form` splits the last
 slice by the forms of the task's operations (`tasks.procedural.chain_form`): which
-openings an expression-style answer needs, where the failures concentrate (docs/training.md,
+openings an expression-style answer needs, where the failures concentrate (docs/training-log.md,
 "Session 29").
 """
 

@@ -1,7 +1,7 @@
 """`roost compare`: held-out figures of several runs side by side, and the spread of RL's gain.
 
 One RL phase is one draw. From a single SFT checkpoint the default's sampled gain has ranged
-over several points on one machine (docs/training.md), so a setting is judged by several runs,
+over several points on one machine (docs/training-log.md), so a setting is judged by several runs,
 not one. Runs that share a warm start (equal after-SFT figures on equal held-out tasks) are
 pooled: the mean gain, its standard deviation and a 95 % confidence interval for the mean
 (Student's t) say what the setting does and how sure that is.

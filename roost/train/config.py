@@ -75,7 +75,7 @@ class TasksConfig(_Section):
     #: of first attempts that pass) or "episode" (the share of episodes that pass on any
     #: turn). Every model turn is a sample with its own reward, so a group whose episodes all
     #: pass after revisions still disagrees at the first turn; only first attempts that all
-    #: pass leave it nothing to learn (docs/training.md).
+    #: pass leave it nothing to learn (docs/training-log.md).
     signal_rate: Literal["first_turn", "episode"] = "first_turn"
     #: Which task of the drawn level RL trains on. "stream": the generator's next task.
     #: "signal": a procedural chain task is kept with the chance that a group of its form
@@ -84,7 +84,7 @@ class TasksConfig(_Section):
     #: a few times less often than the generator would and the draws go where groups teach
     #: (roost/train/levels.py). Task files and the list levels are drawn as streamed.
     #: Measured: +3.7 sampled points of held-out gain over five runs against +3.2 over eight
-    #: for the stream, within the spread between runs (docs/training.md, "Session 31").
+    #: for the stream, within the spread between runs (docs/training-log.md, "Session 31").
     forms: Literal["signal", "stream"] = "signal"
     band: list[float] = msgspec.field(default_factory=lambda: [0.3, 0.7])
     explore: float = 0.1
@@ -136,7 +136,7 @@ class EpisodeConfig(_Section):
     #: Hindsight tasks: a failed turn whose program is a right answer to another training task
     #: (the chain its expression computes, run on that task's tests in the same sandbox) also
     #: trains as that task's first-attempt pass. `test_only`: when that task is at a level
-    #: with tests only (procedural tasks; docs/training.md, "Hindsight tasks"). `off`: never.
+    #: with tests only (procedural tasks; docs/training-log.md, "Hindsight tasks"). `off`: never.
     relabel: Literal["off", "test_only"] = "test_only"
 
     def __post_init__(self) -> None:
@@ -173,13 +173,13 @@ class SFTSection(_Section):
     # budget alone the step count varied (801-852) and so did the checkpoint: level 2 ended
     # at 56.7 % in one run and 96.7 % in another. 1,000 steps, not 760: the model learns to
     # copy a constant from the description late (the loss leaves its plateau after step 600),
-    # and at 760 it had done so in one seed of three on one machine (docs/training.md).
+    # and at 760 it had done so in one seed of three on one machine (docs/training-log.md).
     time_budget_s: float = 330.0
     max_steps: int = 1000
     batch_size: int = 16
     lr: float = 2e-3
     # "linear": the rate falls to 0 by the end of the budget, so the checkpoint that RL starts
-    # from does not hinge on the last few batches (at a constant rate it did: docs/training.md)
+    # from does not hinge on the last few batches (at a constant rate it did: docs/training-log.md)
     lr_decay: Literal["linear", "constant"] = "linear"
 
     def __post_init__(self) -> None:
@@ -221,13 +221,13 @@ class LearnerSection(_Section):
     #: balanced group's (docs/learning.md).
     advantage_scale: Literal["std", "none"] = "std"
     #: KL penalty to the SFT weights (k3 estimator): a task whose group degenerates until every
-    #: rollout fails gives no advantage to pull it back; the anchor does (docs/training.md).
+    #: rollout fails gives no advantage to pull it back; the anchor does (docs/training-log.md).
     #: 0.02 with rehearsal on (below), which holds the demonstrated levels; 0.1 without it.
     kl_coef: float = 0.02
     negative_weight: float = 1.0  # scale of negative advantages (1: plain GRPO)
     #: After RL, held-out evaluation uses an exponential moving average of the learner's
     #: weights with this decay (0: the last weights): single versions swing by several
-    #: points (docs/training.md, "The RL phase's length").
+    #: points (docs/training-log.md, "The RL phase's length").
     average_decay: float = 0.97
     #: Self-imitation: the weight of a likelihood term on replayed samples that beat their
     #: group's mean (0: off; docs/learning.md, "Self-imitation"). `imitation_capacity`

@@ -20,7 +20,7 @@ Within a level, `tasks.forms = "signal"` thins the generator's stream by the sam
 grain finer: a chain task is kept with probability `1 - f**G - (1 - p)**G` at its form's
 decayed rates (the form: the kinds of its operations, "IIC" for `max((x + 3) * 2, 5)`). A
 level's forms differ far more than its levels do: at level 3 `ICI` passes about half its first
-attempts while `III`, a fifth of the stream, passes none (docs/training.md, "Session 31").
+attempts while `III`, a fifth of the stream, passes none (docs/training-log.md, "Session 31").
 The rates' uniform prior keeps every form's chance at least about 1/7 (at G = 8 and the decay
 0.98), so a form nothing passes is still tried, and one never seen is kept at once.
 """
