@@ -42,8 +42,10 @@ Split = Literal["train", "heldout"]
 #: one more line of the same form, where the expression must nest one level deeper;
 #: "annotated", the steps each under a comment that copies its clause of the description
 #: (`# Add 3,`, `x = x + 3`, `# then multiply by 2.`, ...), meant to make each line a copy
-#: of the text after the last and the stop a matter of the period. Measured, neither style
-#: made the model write a third step (docs/training-log.md, "Session 28").
+#: of the text after the last and the stop a matter of the period. Measured, the warm start
+#: of neither writes a third step; RL with hindsight tasks raised `steps`' three-step answers
+#: to a quarter of level 3's, few of them right (docs/training-log.md, "Session 28", "Session
+#: 32").
 SolutionStyle = Literal["expression", "steps", "annotated"]
 SOLUTION_STYLES: tuple[SolutionStyle, ...] = ("expression", "steps", "annotated")
 MAX_LEVEL = 9
