@@ -5,6 +5,7 @@ See docs/tasks.md for the task format, the verdict and the failure taxonomy.
 
 from tasks._lease import lease_within
 from tasks._load import LoadResult, TaskFormatError, dump_jsonl, load_tasks, read_tasks
+from tasks._reuse import ReusingVerifier
 from tasks._spec import FailureKind, Task, TestCase, TestOutcome, TestStatus, Verdict
 from tasks._verify import TestsVerifier, Verifier, verifier_for
 from tasks.check import CheckReport, TaskCheck, check_tasks
@@ -21,6 +22,7 @@ __all__ = [
     "MonitorConfig",
     "Mutant",
     "ProceduralTasks",
+    "ReusingVerifier",
     "RewardMonitor",
     "Task",
     "TaskCheck",

@@ -127,7 +127,8 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     timed out, crashed or broke a limit: a normal outcome, scored by `score`), `infrastructure`
     (the sandbox failed: retry elsewhere, never score), `evaluation` (the verifier itself broke
     or returned garbage). `score` is the fraction of tests passed (0 unless the failure is the
-    agent's).
+    agent's). `reused`: the verdict of an earlier run of the same program on the same tests
+    (`tasks._reuse.ReusingVerifier`), not a run of its own.
     """
 
     passed: bool
@@ -136,6 +137,7 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     failure: FailureKind | None = None
     reason: str = ""
     duration_s: float = 0.0
+    reused: bool = False
 
     @classmethod
     def infrastructure(cls, reason: str, *, duration_s: float = 0.0) -> Verdict:

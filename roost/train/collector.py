@@ -437,6 +437,7 @@ def _turn_record(turn: EpisodeTurn) -> TurnRecord:
         max_version=max(versions),
         generate_s=turn.generate_s,
         exec_s=turn.exec_s,
+        reused=turn.verdict.reused,
         solved=turn.solved.task.id if turn.solved is not None else "",
     )
 

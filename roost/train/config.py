@@ -139,6 +139,13 @@ class EpisodeConfig(_Section):
     #: trains as that task's first-attempt pass. `test_only`: when that task is at a level
     #: with tests only (procedural tasks; docs/training-log.md, "Hindsight tasks"). `off`: never.
     relabel: Literal["off", "test_only"] = "test_only"
+    #: Run each distinct program once on a task's tests and give its verdict to every repeat
+    #: (a group's samples that agree, a revision that rewrites the same answer), including
+    #: repeats that arrive while it runs (`tasks._reuse.ReusingVerifier`). Only verdicts that
+    #: depend on the program and the tests alone are reused (a pass, failed tests, an
+    #: exception; never a timeout, a crash or a broken sandbox). Turn it off for tasks whose
+    #: tests are not deterministic.
+    reuse_verdicts: bool = True
 
     def __post_init__(self) -> None:
         _positive("max_turns", self.max_turns)

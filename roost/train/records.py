@@ -49,6 +49,9 @@ class TurnRecord(msgspec.Struct, frozen=True, kw_only=True):
     max_version: int = 0
     generate_s: float = 0.0
     exec_s: float = 0.0
+    #: Judged by the verdict of an earlier run of the same program on the same tests
+    #: (`episode.reuse_verdicts`), so `exec_s` is the wait for that run, if any.
+    reused: bool = False
     #: A failed turn whose program passed the tests of another training task (a hindsight
     #: task, `episode.relabel`): that task's id; it also trained as that task's answer.
     solved: str = ""

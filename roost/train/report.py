@@ -162,7 +162,7 @@ def _latency(path: Path, trajectories: list[TrajectoryRecord]) -> None:
         "queue wait": [r.queue_wait_s for r in trajectories if r.status == "scored"],
         "acquire": [r.acquire_s for r in trajectories if r.status == "scored"],
         "generate": [t.generate_s for r in trajectories for t in r.turns],
-        "exec (tests)": [t.exec_s for r in trajectories for t in r.turns],
+        "exec (tests)": [t.exec_s for r in trajectories for t in r.turns if not t.reused],
         "learner wait": [r.learner_wait_s for r in trajectories if r.learner_wait_s is not None],
     }
     fig, ax = plt.subplots(figsize=(7, 3.2))
@@ -173,7 +173,7 @@ def _latency(path: Path, trajectories: list[TrajectoryRecord]) -> None:
     ax.set_xticks([j + 0.27 for j in range(len(names))], names, fontsize=8)
     ax.set_ylabel("seconds")
     ax.set_yscale("log")
-    ax.set_title("latency percentiles by phase (per turn for generate and exec)")
+    ax.set_title("latency percentiles by phase (per turn; exec: turns run, not reused)")
     ax.legend(fontsize=8)
     save_figure(fig, path, dpi=90)
 

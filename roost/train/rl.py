@@ -47,7 +47,7 @@ from roost.train.records import RequestRecord, TrajectoryRecord
 from roost.train.task_source import TaskSource
 from runtime import ActorRef, ActorSystem
 from sandboxes.pool import SandboxPool
-from tasks import Task, TestsVerifier, Verifier
+from tasks import ReusingVerifier, Task, TestsVerifier, Verifier
 
 __all__ = ["RLOutcome", "RLPhase"]
 
@@ -273,6 +273,8 @@ class RLPhase:
         )
         client = GeneratorClient(gen, timeout_s=cfg.episode.deadline_s)
         verifier: Verifier = TestsVerifier()
+        if cfg.episode.reuse_verdicts:
+            verifier = ReusingVerifier(verifier)
         chaos, counts = self.chaos, self.chaos_counts
         if chaos is not None and chaos.generator_error:
             client = ChaosGeneratorClient(client, chaos, random.Random(chaos.seed + 1), counts)

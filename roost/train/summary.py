@@ -95,6 +95,12 @@ def summarize(
         # failed turns that passed another training task's tests, each also trained as that
         # task's first-attempt pass (episode.relabel; 0 when off)
         "hindsight_samples": solved,
+        # scored turns judged by an earlier run's verdict on the same program and tests
+        # (episode.reuse_verdicts), of `samples` model turns in all
+        "reused_verdicts": sum(
+            t.reused for r in trajectories if r.status == "scored" for t in r.turns
+        ),
+        "samples": samples,
         "max_staleness_seen": max(max(staleness, default=0), learner_max),
         "throughput": {
             "rollouts_per_s": scored / rl_s if rl_s else 0.0,

@@ -7,6 +7,7 @@ import collections
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 import torch
 
@@ -88,10 +89,14 @@ async def test_tiny_run_writes_every_file_and_the_counts_add_up(
     for record in scored:
         assert record.turns
         assert record.generate_s > 0
-        assert record.exec_s > 0
+        if not all(t.reused for t in record.turns):  # a reused verdict runs nothing
+            assert record.exec_s > 0
         assert record.generate_s == pytest.approx(sum(t.generate_s for t in record.turns))
         for turn in record.turns:
             assert 0 <= turn.min_version <= turn.max_version <= on_disk["versions"]
+    reused = sum(t.reused for r in scored for t in r.turns)
+    assert on_disk["reused_verdicts"] == reused <= on_disk["samples"]
+    assert on_disk["samples"] == sum(len(r.turns) for r in scored)
     consumed = [r for r in scored if r.consumed_version is not None]
     assert consumed
     # Every step trains on at least `batch_size` episodes (the unit admission counts), however
@@ -230,3 +235,14 @@ async def test_rehearsal_without_demonstrations_stops_the_run_with_a_message(
     with pytest.raises(TrainError, match=r"learner\.demo_coef: rehearsal needs demonstrations"):
         await train(config, tmp_path / "run")
     assert not list((tmp_path / "run" / "checkpoints").glob("ckpt-*.pt"))
+
+
+async def test_without_reused_verdicts_every_turn_is_run(
+    tiny_config: TrainConfig, tmp_path: Path
+) -> None:
+    config = msgspec.structs.replace(
+        tiny_config, episode=msgspec.structs.replace(tiny_config.episode, reuse_verdicts=False)
+    )
+    summary = await train(config, tmp_path / "run")
+    assert summary["samples"] > 0
+    assert summary["reused_verdicts"] == 0
