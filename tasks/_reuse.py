@@ -27,7 +27,7 @@ from sandboxes._protocol import Sandbox
 from tasks._spec import Task, Verdict
 from tasks._verify import Verifier
 
-__all__ = ["ReusingVerifier"]
+__all__ = ["ReusingVerifier", "reusable", "verdict_key"]
 
 _REUSABLE_STATUSES = frozenset({"passed", "failed", "error"})
 _encode = msgspec.msgpack.Encoder()
@@ -42,7 +42,9 @@ def reusable(task: Task, verdict: Verdict) -> bool:
     )
 
 
-def _key(task: Task, text: str) -> bytes:
+def verdict_key(task: Task, text: str) -> bytes:
+    """What a verdict is a function of: the task's tests (and files, entry point) and the
+    program; equal keys get equal verdicts from deterministic tests."""
     judged = (task.id, task.entry_point, task.solution_file, task.tests, task.files, text)
     return hashlib.blake2b(_encode.encode(judged), digest_size=16).digest()
 
@@ -65,7 +67,7 @@ class ReusingVerifier:
         self.reused = 0  # verdicts handed to a repeat
 
     async def verify(self, task: Task, text: str, sandbox: Sandbox) -> Verdict:
-        key = _key(task, text)
+        key = verdict_key(task, text)
         while True:
             known = self._verdicts.get(key)
             if known is not None:

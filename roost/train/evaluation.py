@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import msgspec
 import structlog
 
 from policies.neural import NeuralPolicy, Sample, generate, use_threads
@@ -30,6 +31,7 @@ from roost.train.episode import encode_prompt
 from roost.train.task_source import first_prompt, revision_prompt
 from sandboxes.pool import SandboxPool
 from tasks import Task, Verdict, lease_within
+from tasks._reuse import reusable, verdict_key
 from tasks._verify import TestsVerifier
 
 __all__ = ["HeldoutResult", "evaluate_heldout"]
@@ -188,16 +190,47 @@ async def _episodes(
             with anyio.fail_after(COMPUTE_TIMEOUT_S):
                 samples = await anyio.to_thread.run_sync(call)
             texts += [tokenizer.decode(s.tokens) for s in samples]
+        # A sampled evaluation draws each task several times and the draws often agree: each
+        # distinct (task, answer) runs once, and its repeats get its verdict when that depends
+        # on the program and the tests alone (tasks/_reuse.py); otherwise they run for
+        # themselves.
+        text_of = dict(zip(open_ids, texts, strict=True))
+        repeats: dict[bytes, list[int]] = {}
+        for i in open_ids:
+            repeats.setdefault(verdict_key(tasks[i], text_of[i]), []).append(i)
         verdicts: dict[int, Verdict] = {}
-        async with anyio.create_task_group() as group:
-            for i, text in zip(open_ids, texts, strict=True):
-                group.start_soon(_judge, verifier, tasks[i], text, pool, key, limiter, verdicts, i)
+        leaders = [members[0] for members in repeats.values()]
+        await _judge_all(verifier, tasks, text_of, leaders, pool, key, limiter, verdicts)
+        rest: list[int] = []
+        for members in repeats.values():
+            first = verdicts[members[0]]
+            for i in members[1:]:
+                if reusable(tasks[i], first):
+                    verdicts[i] = msgspec.structs.replace(first, reused=True)
+                else:
+                    rest.append(i)
+        await _judge_all(verifier, tasks, text_of, rest, pool, key, limiter, verdicts)
         for i, text in zip(open_ids, texts, strict=True):
             verdict = verdicts[i]
             if verdict.passed:
                 passed_at[i] = turn
             prompts[i] = revision_prompt(tasks[i], text, verdict)
     return passed_at
+
+
+async def _judge_all(
+    verifier: TestsVerifier,
+    tasks: Sequence[Task],
+    text_of: dict[int, str],
+    ids: list[int],
+    pool: SandboxPool,
+    key: str,
+    limiter: anyio.CapacityLimiter,
+    into: dict[int, Verdict],
+) -> None:
+    async with anyio.create_task_group() as group:
+        for i in ids:
+            group.start_soon(_judge, verifier, tasks[i], text_of[i], pool, key, limiter, into, i)
 
 
 async def _judge(

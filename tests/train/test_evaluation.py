@@ -12,9 +12,10 @@ from policies.neural import Sample
 from policies.tokenizer import ByteTokenizer
 from roost.train import evaluation
 from sandboxes import SandboxSpec
+from sandboxes._protocol import Sandbox
 from sandboxes.pool import SandboxPool
 from sandboxes.process import ProcessSandbox
-from tasks import ProceduralTasks, Task
+from tasks import ProceduralTasks, Task, TestsVerifier, Verdict
 from tests.conftest import REAL
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", [REAL])]
@@ -103,3 +104,34 @@ async def test_a_multi_turn_evaluation_also_reports_first_attempts(
     assert details["first_turn_by_level"] == {"1": {"greedy": 0.25, "sampled": 0.25}}
     # Two draws a task, each task's draws alike: no sampling noise; no test-only tasks.
     assert details["sampled_se"] == {"all": 0.0, "demo_levels": 0.0, "test_only_levels": None}
+
+
+async def test_draws_that_agree_run_once_and_a_timeout_runs_for_each_draw(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tasks = ProceduralTasks().take(1, 3)
+    tokenizer = ByteTokenizer()
+    hangs = tasks[2].prompt
+    answer = {t.prompt: t.canonical_solution or "" for t in tasks}
+    answer[hangs] = "    while True: pass\n"
+    runs: list[str] = []
+
+    class CountingVerifier(TestsVerifier):
+        async def verify(self, task: Task, text: str, sandbox: Sandbox) -> Verdict:
+            runs.append(task.id)
+            return await super().verify(task, text, sandbox)
+
+    def same_answer(
+        policy: Any, prompts: Sequence[Sequence[int]], *, temperature: float, **_: Any
+    ) -> list[Sample]:
+        texts = [answer[tokenizer.decode(list(ids[1:]))] for ids in prompts]
+        return [Sample(tokenizer.encode(t, bos=False), [0.0], [0]) for t in texts]
+
+    monkeypatch.setattr(evaluation, "generate", same_answer)
+    monkeypatch.setattr(evaluation, "TestsVerifier", CountingVerifier)
+    result, _ = await _evaluate(tasks, max_turns=1, samples=4)
+    assert result["all"] == {"greedy": pytest.approx(2 / 3), "sampled": pytest.approx(2 / 3)}
+    # Greedy: one run per task. Sampled: one per agreeing task, four for the one that times
+    # out (a timeout depends on the machine, so it is never reused).
+    expected = [t.id for t in tasks] + [tasks[0].id, tasks[1].id] + [tasks[2].id] * 4
+    assert sorted(runs) == sorted(expected)
