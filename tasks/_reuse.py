@@ -68,18 +68,19 @@ class ReusingVerifier:
 
     async def verify(self, task: Task, text: str, sandbox: Sandbox) -> Verdict:
         key = verdict_key(task, text)
-        while True:
-            known = self._verdicts.get(key)
-            if known is not None:
-                self._verdicts.move_to_end(key)
-                self.reused += 1
-                return msgspec.structs.replace(known, reused=True)
-            running = self._running.get(key)
-            if running is None:
-                break
-            # The first run may end without a reusable verdict (cancelled, a timeout, a
-            # broken sandbox): then this repeat runs for itself on the next pass.
+        running = self._running.get(key)
+        if running is not None:
             await running.wait()
+        known = self._verdicts.get(key)
+        if known is not None:
+            self._verdicts.move_to_end(key)
+            self.reused += 1
+            return msgspec.structs.replace(known, reused=True)
+        if running is not None:
+            # The first run ended without a reusable verdict (a timeout, a broken sandbox, a
+            # cancelled episode): each of its repeats runs for itself, side by side.
+            self.runs += 1
+            return await self._inner.verify(task, text, sandbox)
         done = self._running[key] = anyio.Event()
         try:
             self.runs += 1

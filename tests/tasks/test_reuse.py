@@ -172,3 +172,36 @@ async def test_a_real_verdict_is_reused_for_the_same_program_only() -> None:
     assert repeat.reused
     assert repeat.tests == right.tests
     assert (verifier.runs, verifier.reused) == (2, 1)
+
+
+async def test_repeats_of_a_run_that_timed_out_run_side_by_side() -> None:
+    timed_out = _judged(ADD_ONE, "passed", "timeout", "timeout")
+    first_gate, repeats_gate = anyio.Event(), anyio.Event()
+    runs: list[anyio.Event] = []
+
+    class Inner:
+        async def verify(self, task: Task, text: str, sandbox: Sandbox) -> Verdict:
+            gate = first_gate if not runs else repeats_gate
+            runs.append(gate)
+            await gate.wait()
+            return timed_out
+
+    verifier = ReusingVerifier(Inner())
+    got: list[Verdict] = []
+
+    async def one() -> None:
+        got.append(await verifier.verify(ADD_ONE, "slow", SANDBOX))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            for _ in range(4):
+                group.start_soon(one)
+            await anyio.wait_all_tasks_blocked()
+            assert len(runs) == 1  # three repeats wait for the first run
+            first_gate.set()
+            await anyio.wait_all_tasks_blocked()
+            # Its verdict depends on the machine: the three repeats now run, all at once.
+            assert runs == [first_gate] + [repeats_gate] * 3
+            repeats_gate.set()
+    assert got == [timed_out] * 4
+    assert verifier.reused == 0
