@@ -29,6 +29,7 @@ from sandboxes.pool import SandboxPool
 
 __all__ = [
     "AdmissionGate",
+    "CancelQueued",
     "Quotas",
     "SandboxFreed",
     "Scheduler",
@@ -88,6 +89,14 @@ class Sweep(Message):
 
 class GetStatistics(Message):
     pass
+
+
+class CancelQueued(Message):
+    """Cancel every rollout still queued (not started, not waiting to retry) with `reason`;
+    the reply is how many. A run that closes admission sends it: what the gate will never
+    start ends now, with its terminal record, not when its deadline passes."""
+
+    reason: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,6 +276,16 @@ class Scheduler(Actor):
                 await self._finish(pending, "cancelled", "deadline passed while queued", None)
         if lost:
             await self._dispatch()
+
+    @handler
+    async def cancel_queued(self, msg: CancelQueued) -> int:
+        queued = [p for cls in self._classes.values() for p in cls.items]
+        for cls in self._classes.values():
+            cls.items.clear()
+        self._pending -= len(queued)
+        for pending in sorted(queued, key=lambda p: p.seq):
+            await self._finish(pending, "cancelled", msg.reason, None)
+        return len(queued)
 
     @handler
     def get_statistics(self, msg: GetStatistics) -> SchedulerStatistics:

@@ -24,7 +24,13 @@ from actors.generator import Generator, GeneratorClient, GeneratorConfig
 from actors.learner import Checkpoint, GetLearnerStatistics, Learner, LearnerConfig
 from actors.recorder import Flush
 from actors.rollouts import RolloutRequest
-from actors.scheduler import GetStatistics, SandboxFreed, Scheduler, SchedulerConfig
+from actors.scheduler import (
+    CancelQueued,
+    GetStatistics,
+    SandboxFreed,
+    Scheduler,
+    SchedulerConfig,
+)
 from policies.neural import DEFAULT_THREADS
 from policies.scheduling import make_policy as make_scheduling_policy
 from policies.transformer import TransformerPolicy
@@ -430,6 +436,12 @@ class RLPhase:
     async def _drain(self) -> None:
         """Let running episodes finish (admission is closed); what never started, or outlives
         the drain timeout, is recorded as cancelled."""
+        # Queued requests would otherwise wait out their deadline (minutes) behind the closed
+        # gate and report long after the phase: they end here, each with its terminal record.
+        await self.scheduler.ask(
+            CancelQueued(reason="run ended: admission closed before it started"),
+            timeout=ASK_TIMEOUT_S,
+        )
         with anyio.move_on_after(self.config.rl.drain_timeout_s):
             # Polling while the run winds down: the scheduler's books are the one complete
             # view of what still runs, and this interval plays no part in any figure.

@@ -7,7 +7,14 @@ import pytest
 
 from actors.rollouts import RolloutFinished, RolloutRequest
 from actors.sandbox_worker import Action, Assign, Outcome, SandboxWorker, WorkerDone
-from actors.scheduler import GetStatistics, Quotas, Scheduler, SchedulerConfig, SchedulerStatistics
+from actors.scheduler import (
+    CancelQueued,
+    GetStatistics,
+    Quotas,
+    Scheduler,
+    SchedulerConfig,
+    SchedulerStatistics,
+)
 from actors.sim_generator import SimulatedGenerator
 from policies.scheduling import make_policy
 from runtime import Actor, ActorSystem, handler
@@ -120,6 +127,14 @@ def test_bad_requests_are_refused_at_construction_with_the_field_named() -> None
         RolloutRequest(rollout_id="", task_id="t")
 
 
+def _instant_pool() -> SandboxPool:
+    """Two simulated sandboxes that start and run in no time."""
+    profile = RuntimeProfile(cold_start=Distribution.constant(0.0), exec=Distribution.constant(0.0))
+    cluster = SimCluster({"python": profile}, seed=0)
+    spec = SandboxSpec(backend="sim", runtime="python")
+    return SandboxPool(lambda key: cluster.sandbox(spec), capacity=2)
+
+
 class ClosingGate:
     """Admits until told to close (as a staleness gate closes while the learner waits)."""
 
@@ -159,14 +174,11 @@ class FailsOnceWorker(Actor):
 async def test_a_retry_is_dispatched_even_while_the_admission_gate_is_closed() -> None:
     # The gate admitted the rollout once; holding its retry back until the gate reopens can
     # wait forever when the gate waits on that very rollout (its group feeds the learner).
-    profile = RuntimeProfile(cold_start=Distribution.constant(0.0), exec=Distribution.constant(0.0))
-    cluster = SimCluster({"python": profile}, seed=0)
-    spec = SandboxSpec(backend="sim", runtime="python")
     gate, attempts = ClosingGate(), list[int]()
     records: list[RolloutFinished] = []
     done = anyio.Event()
     async with (
-        SandboxPool(lambda key: cluster.sandbox(spec), capacity=2) as pool,
+        _instant_pool() as pool,
         ActorSystem(lag_interval=None) as system,
     ):
         sink = system.spawn(lambda: Sink(records, 1, done), name="sink")
@@ -188,3 +200,44 @@ async def test_a_retry_is_dispatched_even_while_the_admission_gate_is_closed() -
     assert gate.closed
     assert attempts == [1, 2]
     assert [(r.status, r.passed, r.attempts) for r in records] == [("completed", True, 2)]
+
+
+async def test_cancel_queued_ends_what_a_closed_gate_holds_back_with_its_records() -> None:
+    # A run that closes admission must not leave its queued requests to wait out their
+    # deadline behind the gate (they reported minutes after the RL phase had ended).
+    gate = ClosingGate()
+    gate.closed = True
+    records: list[RolloutFinished] = []
+    done = anyio.Event()
+    async with (
+        _instant_pool() as pool,
+        ActorSystem(lag_interval=None) as system,
+    ):
+        sink = system.spawn(lambda: Sink(records, 3, done), name="sink")
+        worker = system.spawn(
+            lambda: SandboxWorker(SimulatedGenerator(Distribution.constant(0.0))),  # type: ignore[arg-type]
+            name="w0",
+            mailbox_size=1,
+        )
+        scheduler = system.spawn(
+            lambda: Scheduler(
+                pool=pool, workers=[worker], sink=sink, policy=make_policy("fifo"), gate=gate
+            ),
+            name="scheduler",
+        )
+        for i in range(3):
+            await scheduler.tell(req(i, deadline_s=3600.0))
+        before = await scheduler.ask(GetStatistics(), timeout=10.0)
+        cancelled = await scheduler.ask(CancelQueued(reason="run ended: closed"), timeout=10.0)
+        with anyio.fail_after(10):
+            await done.wait()
+        after = await scheduler.ask(GetStatistics(), timeout=10.0)
+        again = await scheduler.ask(CancelQueued(reason="run ended: closed"), timeout=10.0)
+    assert (before.pending, before.in_flight) == (3, 0)
+    assert cancelled == 3
+    assert again == 0
+    assert [(r.rollout_id, r.status, r.reason) for r in records] == [
+        (f"r{i}", "cancelled", "run ended: closed") for i in range(3)
+    ]
+    assert (after.pending, after.cancelled) == (0, 3)
+    assert after.balanced
