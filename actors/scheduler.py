@@ -17,7 +17,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from actors.rollouts import RolloutFinished, RolloutRequest, Status
@@ -268,24 +268,28 @@ class Scheduler(Actor):
             self._free_worker(flight.worker.name)
             await self._finish(flight.pending, "failed", "lost: the worker never reported", None)
         # Queued past the deadline (a quota or a busy pool kept it back): cancel it now.
-        for cls in self._classes.values():
-            expired = [p for p in cls.items if now >= p.enqueued_at + p.request.deadline_s]
-            for pending in expired:
-                cls.items.remove(pending)
-                self._pending -= 1
-                await self._finish(pending, "cancelled", "deadline passed while queued", None)
+        await self._cancel_queued(
+            lambda p: now >= p.enqueued_at + p.request.deadline_s, "deadline passed while queued"
+        )
         if lost:
             await self._dispatch()
 
     @handler
     async def cancel_queued(self, msg: CancelQueued) -> int:
-        queued = [p for cls in self._classes.values() for p in cls.items]
+        return await self._cancel_queued(lambda p: True, msg.reason)
+
+    async def _cancel_queued(self, which: Callable[[PendingRollout], bool], reason: str) -> int:
+        """Take the queued rollouts that `which` picks out of their queues and finish each as
+        cancelled with `reason`, class by class in arrival order; returns how many."""
+        cancelled = 0
         for cls in self._classes.values():
-            cls.items.clear()
-        self._pending -= len(queued)
-        for pending in sorted(queued, key=lambda p: p.seq):
-            await self._finish(pending, "cancelled", msg.reason, None)
-        return len(queued)
+            picked = [p for p in cls.items if which(p)]
+            for pending in picked:
+                cls.items.remove(pending)
+                self._pending -= 1
+                await self._finish(pending, "cancelled", reason, None)
+            cancelled += len(picked)
+        return cancelled
 
     @handler
     def get_statistics(self, msg: GetStatistics) -> SchedulerStatistics:

@@ -17,7 +17,7 @@ from actors.scheduler import (
 )
 from actors.sim_generator import SimulatedGenerator
 from policies.scheduling import make_policy
-from runtime import Actor, ActorSystem, handler
+from runtime import Actor, ActorRef, ActorSystem, handler
 from runtime.distributions import Distribution
 from sandboxes._spec import ExecResult, SandboxSpec
 from sandboxes.pool import SandboxPool
@@ -202,29 +202,28 @@ async def test_a_retry_is_dispatched_even_while_the_admission_gate_is_closed() -
     assert [(r.status, r.passed, r.attempts) for r in records] == [("completed", True, 2)]
 
 
+def _behind_a_closed_gate(
+    system: ActorSystem, pool: SandboxPool, sink: ActorRef, config: SchedulerConfig
+) -> ActorRef:
+    """A scheduler whose admission gate is closed: whatever it is told stays queued."""
+    gate = ClosingGate()
+    gate.closed = True
+    return system.spawn(
+        lambda: Scheduler(
+            pool=pool, workers=[], sink=sink, policy=make_policy("fifo"), config=config, gate=gate
+        ),
+        name="scheduler",
+    )
+
+
 async def test_cancel_queued_ends_what_a_closed_gate_holds_back_with_its_records() -> None:
     # A run that closes admission must not leave its queued requests to wait out their
     # deadline behind the gate (they reported minutes after the RL phase had ended).
-    gate = ClosingGate()
-    gate.closed = True
     records: list[RolloutFinished] = []
     done = anyio.Event()
-    async with (
-        _instant_pool() as pool,
-        ActorSystem(lag_interval=None) as system,
-    ):
+    async with _instant_pool() as pool, ActorSystem(lag_interval=None) as system:
         sink = system.spawn(lambda: Sink(records, 3, done), name="sink")
-        worker = system.spawn(
-            lambda: SandboxWorker(SimulatedGenerator(Distribution.constant(0.0))),  # type: ignore[arg-type]
-            name="w0",
-            mailbox_size=1,
-        )
-        scheduler = system.spawn(
-            lambda: Scheduler(
-                pool=pool, workers=[worker], sink=sink, policy=make_policy("fifo"), gate=gate
-            ),
-            name="scheduler",
-        )
+        scheduler = _behind_a_closed_gate(system, pool, sink, SchedulerConfig())
         for i in range(3):
             await scheduler.tell(req(i, deadline_s=3600.0))
         before = await scheduler.ask(GetStatistics(), timeout=10.0)
@@ -241,3 +240,23 @@ async def test_cancel_queued_ends_what_a_closed_gate_holds_back_with_its_records
     ]
     assert (after.pending, after.cancelled) == (0, 3)
     assert after.balanced
+
+
+async def test_a_request_queued_past_its_deadline_is_cancelled_by_the_sweep() -> None:
+    records: list[RolloutFinished] = []
+    done = anyio.Event()
+    async with _instant_pool() as pool, ActorSystem(lag_interval=None) as system:
+        sink = system.spawn(lambda: Sink(records, 1, done), name="sink")
+        scheduler = _behind_a_closed_gate(
+            system, pool, sink, SchedulerConfig(sweep_interval_s=0.01)
+        )
+        await scheduler.tell(req(0, deadline_s=0.05))
+        await scheduler.tell(req(1, deadline_s=3600.0))
+        with anyio.fail_after(10):
+            await done.wait()
+        stats = await scheduler.ask(GetStatistics(), timeout=10.0)
+    assert [(r.rollout_id, r.status, r.reason) for r in records] == [
+        ("r0", "cancelled", "deadline passed while queued")
+    ]
+    assert (stats.pending, stats.cancelled) == (1, 1)
+    assert stats.balanced

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 import anyio
 import msgspec
 import pytest
@@ -64,22 +67,32 @@ async def test_a_repeated_program_runs_once_and_its_repeats_are_marked_reused() 
     assert (verifier.runs, verifier.reused) == (2, 2)
 
 
+@contextlib.asynccontextmanager
+async def _at_once(
+    verifier: ReusingVerifier, text: str, count: int
+) -> AsyncIterator[list[Verdict]]:
+    """`count` verifications of `text` started together; the block runs once all of them
+    are blocked, and the verdicts are in the list when it ends (within 5 s)."""
+    got: list[Verdict] = []
+
+    async def one() -> None:
+        got.append(await verifier.verify(ADD_ONE, text, SANDBOX))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            for _ in range(count):
+                group.start_soon(one)
+            await anyio.wait_all_tasks_blocked()
+            yield got
+
+
 async def test_repeats_that_arrive_during_the_run_wait_for_it() -> None:
     gate = anyio.Event()
     inner = ScriptedVerifier({"right": _judged(ADD_ONE, "passed", "passed", "passed")}, gate)
     verifier = ReusingVerifier(inner)
-    got: list[Verdict] = []
-
-    async def one() -> None:
-        got.append(await verifier.verify(ADD_ONE, "right", SANDBOX))
-
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as group:
-            for _ in range(8):
-                group.start_soon(one)
-            await anyio.wait_all_tasks_blocked()
-            assert inner.runs == ["right"]  # seven wait on the first run
-            gate.set()
+    async with _at_once(verifier, "right", 8) as got:
+        assert inner.runs == ["right"]  # seven wait on the first run
+        gate.set()
     assert len(got) == 8
     assert all(v.passed for v in got)
     assert sum(v.reused for v in got) == 7
@@ -187,21 +200,12 @@ async def test_repeats_of_a_run_that_timed_out_run_side_by_side() -> None:
             return timed_out
 
     verifier = ReusingVerifier(Inner())
-    got: list[Verdict] = []
-
-    async def one() -> None:
-        got.append(await verifier.verify(ADD_ONE, "slow", SANDBOX))
-
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as group:
-            for _ in range(4):
-                group.start_soon(one)
-            await anyio.wait_all_tasks_blocked()
-            assert len(runs) == 1  # three repeats wait for the first run
-            first_gate.set()
-            await anyio.wait_all_tasks_blocked()
-            # Its verdict depends on the machine: the three repeats now run, all at once.
-            assert runs == [first_gate] + [repeats_gate] * 3
-            repeats_gate.set()
+    async with _at_once(verifier, "slow", 4) as got:
+        assert len(runs) == 1  # three repeats wait for the first run
+        first_gate.set()
+        await anyio.wait_all_tasks_blocked()
+        # Its verdict depends on the machine: the three repeats now run, all at once.
+        assert runs == [first_gate] + [repeats_gate] * 3
+        repeats_gate.set()
     assert got == [timed_out] * 4
     assert verifier.reused == 0
