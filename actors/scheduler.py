@@ -280,16 +280,17 @@ class Scheduler(Actor):
 
     async def _cancel_queued(self, which: Callable[[PendingRollout], bool], reason: str) -> int:
         """Take the queued rollouts that `which` picks out of their queues and finish each as
-        cancelled with `reason`, class by class in arrival order; returns how many."""
-        cancelled = 0
+        cancelled with `reason`, in arrival order across classes; returns how many."""
+        picked: list[PendingRollout] = []
         for cls in self._classes.values():
-            picked = [p for p in cls.items if which(p)]
-            for pending in picked:
+            chosen = [p for p in cls.items if which(p)]
+            for pending in chosen:
                 cls.items.remove(pending)
-                self._pending -= 1
-                await self._finish(pending, "cancelled", reason, None)
-            cancelled += len(picked)
-        return cancelled
+            picked += chosen
+        self._pending -= len(picked)
+        for pending in sorted(picked, key=lambda p: p.seq):
+            await self._finish(pending, "cancelled", reason, None)
+        return len(picked)
 
     @handler
     def get_statistics(self, msg: GetStatistics) -> SchedulerStatistics:
