@@ -163,6 +163,15 @@ class ModelConfig(_Section):
     max_new_tokens: int = 64
     temperature: float = 1.0
     init: str = ""  # a weights file (`roost sft --out`) to start from instead of random
+    #: The weights' dtype in the RL phase's models that only infer: the generator's copy and
+    #: the KL reference (the learner, SFT and the held-out evaluation stay float32).
+    #: "bfloat16" on a CPU that multiplies it in hardware (AMX, AVX-512 BF16) generates about
+    #: 1.6 times as fast, its log-probabilities 0.001 from fp32's on average (the decoupled
+    #: objective weighs the difference); "auto" picks it on such a CPU, float32 elsewhere (on
+    #: CUDA autocast computes in bf16 already). float32 by default: the default run's pace is
+    #: the learner's, and three RL phases with it made as many versions as without
+    #: (docs/benchmarks.md, "bf16 on the CPU"; docs/training-log.md, "Session 37").
+    inference_dtype: Literal["auto", "float32", "bfloat16"] = "float32"
 
     def __post_init__(self) -> None:
         for name in ("d_model", "n_layers", "n_heads", "max_len", "max_new_tokens"):

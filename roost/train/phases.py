@@ -19,7 +19,7 @@ import torch
 
 from policies.neural import use_threads
 from policies.sft import SFTConfig, SFTResult, sft
-from policies.transformer import TransformerConfig, TransformerPolicy
+from policies.transformer import TransformerConfig, TransformerPolicy, cpu_multiplies_bf16
 from roost.train.config import ModelConfig, SFTSection
 from roost.train.rundir import write_atomic
 
@@ -30,6 +30,7 @@ __all__ = [
     "make_policy",
     "run_sft",
     "save_weights",
+    "weights_dtype",
 ]
 
 
@@ -45,19 +46,38 @@ def describe_machine() -> dict[str, Any]:
         "device": "cuda" if cuda else "cpu",
         "device_name": torch.cuda.get_device_name(0) if cuda else platform.machine(),
         "cpus": os.cpu_count(),
+        # What `model.inference_dtype = "auto"` chose from (the generator's speed hangs on it).
+        "cpu_bf16": cpu_multiplies_bf16(),
         "torch": torch.__version__,
         "python": platform.python_version(),
     }
 
 
-def make_policy(config: ModelConfig, *, seed: int) -> TransformerPolicy:
+def make_policy(config: ModelConfig, *, seed: int, dtype: str = "float32") -> TransformerPolicy:
+    """The experiment's model, its weights in `dtype` (a setting, as `weights_dtype` reads
+    it: `model.inference_dtype` for the RL phase's models that only infer)."""
     model = TransformerConfig(
         d_model=config.d_model,
         n_layers=config.n_layers,
         n_heads=config.n_heads,
         max_len=config.max_len,
     )
-    return TransformerPolicy(model, seed=seed)
+    return TransformerPolicy(model, seed=seed, dtype=weights_dtype(dtype))
+
+
+def weights_dtype(setting: str) -> torch.dtype:
+    """A dtype setting on this machine ("auto": bf16 on a CPU that multiplies it in
+    hardware, else fp32; on CUDA fp32 weights, since autocast computes in bf16).
+
+    :raises ValueError: not one of "auto", "float32", "bfloat16".
+    """
+    if setting not in ("auto", "float32", "bfloat16"):
+        raise ValueError(f"dtype: one of auto, float32, bfloat16, got {setting!r}")
+    if setting == "bfloat16":
+        return torch.bfloat16
+    if setting == "auto" and not torch.cuda.is_available() and cpu_multiplies_bf16():
+        return torch.bfloat16
+    return torch.float32
 
 
 def save_weights(policy: TransformerPolicy, path: Path, **extra: Any) -> None:

@@ -396,7 +396,7 @@ async def _rl_phase(
     resume: Checkpoint | None = None
     if any(run.checkpoints.glob("ckpt-*.pt")):
         resume = await _off_loop(load_checkpoint, run.checkpoints)
-    gen_policy = make_policy(config.model, seed=config.seed)
+    gen_policy = make_policy(config.model, seed=config.seed, dtype=config.model.inference_dtype)
     learn_policy = make_policy(config.model, seed=config.seed)
     await _off_loop(load_weights, gen_policy, run.sft_weights, version=0)
     await _off_loop(load_weights, learn_policy, run.sft_weights, version=0)
@@ -404,7 +404,7 @@ async def _rl_phase(
         gen_policy.load_state_dict(resume.model, resume.version)
     reference = None
     if config.learner.kl_coef > 0:
-        reference = make_policy(config.model, seed=config.seed)
+        reference = make_policy(config.model, seed=config.seed, dtype=config.model.inference_dtype)
         await _off_loop(load_weights, reference, run.sft_weights, version=0)
     await _close_earlier_segments(run, source, recorder, resume, int(progress["segment"]))
     demonstrations: list[tuple[list[int], list[int]]] = []
