@@ -169,8 +169,8 @@ class ModelConfig(_Section):
     #: 1.6 times as fast, its log-probabilities 0.001 from fp32's on average (the decoupled
     #: objective weighs the difference); "auto" picks it on such a CPU, float32 elsewhere (on
     #: CUDA autocast computes in bf16 already). float32 by default: the default run's pace is
-    #: the learner's, and three RL phases with it made as many versions as without
-    #: (docs/benchmarks.md, "bf16 on the CPU"; docs/training-log.md, "Session 37").
+    #: the learner's, and three RL phases with it gained what three without it did from the
+    #: same seeds (docs/benchmarks.md, "bf16 on the CPU"; docs/training-log.md, "Session 37").
     inference_dtype: Literal["auto", "float32", "bfloat16"] = "float32"
 
     def __post_init__(self) -> None:

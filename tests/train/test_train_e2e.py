@@ -186,6 +186,30 @@ async def test_a_run_with_continuous_batching_trains_and_loses_nothing(
     assert max(line.get("generator.joins", 0) for line in lines) > 0
 
 
+async def test_a_run_with_bf16_inference_trains_and_weighs_its_samples_near_one(
+    tiny_config: TrainConfig, tmp_path: Path
+) -> None:
+    import msgspec
+
+    # The generator's copy and the KL reference in bf16; the learner's weights stay fp32 and
+    # each published version is rounded as the generator loads it.
+    model = msgspec.structs.replace(tiny_config.model, inference_dtype="bfloat16")
+    learner = msgspec.structs.replace(tiny_config.learner, kl_coef=0.1)
+    config = msgspec.structs.replace(tiny_config, model=model, learner=learner)
+    out = tmp_path / "run"
+    summary = await train(config, out)
+    assert summary["versions"] >= config.rl.max_versions
+    assert summary["requested"] == summary["scored"] + summary["failed"] + summary["cancelled"]
+    assert summary["failed"] == 0
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    histograms = [line.get("learner.is_weight_mean") or {} for line in lines]
+    weights = [h["mean"] for h in histograms if h.get("mean") is not None]
+    assert weights
+    # pi_prox / mu: the fp32 learner against the rounded sampler, a few versions stale at most
+    assert all(0.8 < w < 1.25 for w in weights), weights
+    assert all(abs(line.get("learner.kl_behaviour", 0.0)) < 0.2 for line in lines)
+
+
 async def test_the_control_trains_for_the_rl_phases_wall_time_not_the_sft_step_count(
     tiny_config: TrainConfig, tmp_path: Path
 ) -> None:
