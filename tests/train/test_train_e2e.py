@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import json
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -165,6 +166,16 @@ async def test_sync_run_never_trains_a_stale_sample(
     assert set(learner["staleness"]) == {"0"}
 
 
+async def _run_losing_nothing(config: TrainConfig, out: Path) -> list[dict[str, Any]]:
+    """Train `config` into `out`: it reaches its versions, every request ends once and none
+    fails; returns the run's metrics lines."""
+    summary = await train(config, out)
+    assert summary["versions"] >= config.rl.max_versions
+    assert summary["requested"] == summary["scored"] + summary["failed"] + summary["cancelled"]
+    assert summary["failed"] == 0
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
 async def test_a_run_with_continuous_batching_trains_and_loses_nothing(
     tiny_config: TrainConfig, tmp_path: Path
 ) -> None:
@@ -176,12 +187,7 @@ async def test_a_run_with_continuous_batching_trains_and_loses_nothing(
     # join in about one run of three, 64 in none of six.
     model = msgspec.structs.replace(tiny_config.model, max_new_tokens=64)
     config = msgspec.structs.replace(tiny_config, generator=generator, model=model)
-    out = tmp_path / "run"
-    summary = await train(config, out)
-    assert summary["versions"] >= config.rl.max_versions
-    assert summary["requested"] == summary["scored"] + summary["failed"] + summary["cancelled"]
-    assert summary["failed"] == 0
-    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    lines = await _run_losing_nothing(config, tmp_path / "run")
     # Requests joined running batches (the tiny run's episodes drift apart at once).
     assert max(line.get("generator.joins", 0) for line in lines) > 0
 
@@ -196,12 +202,7 @@ async def test_a_run_with_bf16_inference_trains_and_weighs_its_samples_near_one(
     model = msgspec.structs.replace(tiny_config.model, inference_dtype="bfloat16")
     learner = msgspec.structs.replace(tiny_config.learner, kl_coef=0.1)
     config = msgspec.structs.replace(tiny_config, model=model, learner=learner)
-    out = tmp_path / "run"
-    summary = await train(config, out)
-    assert summary["versions"] >= config.rl.max_versions
-    assert summary["requested"] == summary["scored"] + summary["failed"] + summary["cancelled"]
-    assert summary["failed"] == 0
-    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    lines = await _run_losing_nothing(config, tmp_path / "run")
     histograms = [line.get("learner.is_weight_mean") or {} for line in lines]
     weights = [h["mean"] for h in histograms if h.get("mean") is not None]
     assert weights
@@ -234,11 +235,7 @@ async def test_a_run_with_rehearsal_trains_on_the_demonstrations(
 
     learner = msgspec.structs.replace(tiny_config.learner, demo_coef=1.0, demo_batch=4)
     config = msgspec.structs.replace(tiny_config, learner=learner)
-    out = tmp_path / "run"
-    summary = await train(config, out)
-    assert summary["versions"] >= config.rl.max_versions
-    assert summary["requested"] == summary["scored"] + summary["failed"] + summary["cancelled"]
-    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    lines = await _run_losing_nothing(config, tmp_path / "run")
     # The term was computed on the SFT phase's demonstrations: a positive log-loss per token.
     assert max(line.get("learner.demo_loss", 0.0) for line in lines) > 0
 
