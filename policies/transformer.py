@@ -194,7 +194,6 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     """Rotary embedding of `x` [B, H, T, D]: each pair (i, i + D/2) turned by its angle."""
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
-    cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # angles are computed in fp32
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
@@ -273,9 +272,10 @@ class _Decoder(nn.Module):
             keys = torch.cat([segments.new_full((segments.shape[0], s - t), -2), segments], 1)
             mask = mask & ((segments.unsqueeze(2) == keys.unsqueeze(1)) | (timeline < s - t))
         mask = mask | (timeline.unsqueeze(0) == query_at).unsqueeze(0)
-        angles = positions.unsqueeze(-1).float() * self.inv_freq  # [B, T, D/2]
-        rotary = (angles.cos().unsqueeze(1), angles.sin().unsqueeze(1))
         x = self.tok(tokens)
+        # Angles in fp32, then in the weights' dtype once for every layer's rotations.
+        angles = positions.unsqueeze(-1).float() * self.inv_freq  # [B, T, D/2]
+        rotary = (angles.cos().unsqueeze(1).to(x.dtype), angles.sin().unsqueeze(1).to(x.dtype))
         for i, block in enumerate(self.blocks):
             x = block(x, mask.unsqueeze(1), rotary, cache[i] if cache is not None else None, at)
         logits: torch.Tensor = self.head(self.ln(x)).float()
@@ -352,7 +352,6 @@ class TransformerPolicy:
         frequencies = self.model.inv_freq
         self.model.to(dtype)
         self.model.inv_freq = frequencies  # computed in fp32, kept so (not rounded)
-        self.dtype = dtype
         self.tokenizer = ByteTokenizer()
         self._version = 0
 

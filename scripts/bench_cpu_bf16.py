@@ -89,7 +89,6 @@ def main() -> None:
         parser.error(f"--rounds: must be >= 1, got {args.rounds}")
     if args.threads < 0:
         parser.error(f"--threads: must be >= 0, got {args.threads}")
-    fp32_, bf16_ = torch.float32, torch.bfloat16
     rng = random.Random(args.seed)
     fp32 = SwitchablePolicy(DEFAULT_MODEL, seed=0)
     bf16 = SwitchablePolicy(DEFAULT_MODEL, seed=0, dtype=torch.bfloat16)
@@ -99,7 +98,10 @@ def main() -> None:
     few = default_run_prompts(rng, tasks, enc)
     many = default_run_prompts(rng, tasks, enc, count=96)
     batches = [default_run_batch(rng, tasks, enc) for _ in range(args.rounds)]
-    cores = {n: _core(d, args.threads) for n, d in (("fp32", fp32_), ("bf16 reference", bf16_))}
+    cores = {
+        "fp32": _core(torch.float32, args.threads),
+        "bf16 reference": _core(torch.bfloat16, args.threads),
+    }
     # (policy or learner, autocast on): the arms of each measurement
     gen_arms = {"fp32": (fp32, False), "bf16 autocast": (fp32, True), "bf16 weights": (bf16, False)}
     step_arms = {
@@ -107,10 +109,10 @@ def main() -> None:
         "bf16 autocast": (cores["fp32"], True),
         "bf16 reference": (cores["bf16 reference"], False),
     }
-    for _, (core, on) in step_arms.items():  # warm-up: allocator, kernels, the first Adam step
+    for core, on in step_arms.values():  # warm-up: allocator, kernels, the first Adam step
         SwitchablePolicy.bf16 = on
         _step_s(core, batches[0])
-    for _, (policy, on) in gen_arms.items():
+    for policy, on in gen_arms.values():
         SwitchablePolicy.bf16 = on
         use_threads(args.threads)  # the learner's step sets its own count in this thread
         _tokens_per_s(policy, few)

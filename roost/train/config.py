@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Literal
+from typing import Literal, get_args
 
 import msgspec
 
@@ -155,6 +155,11 @@ class EpisodeConfig(_Section):
         _positive("deadline_s", self.deadline_s)
 
 
+#: `ModelConfig.inference_dtype`'s values (`roost.train.phases.weights_dtype` reads them).
+InferenceDtype = Literal["auto", "float32", "bfloat16"]
+INFERENCE_DTYPES: tuple[str, ...] = get_args(InferenceDtype)
+
+
 class ModelConfig(_Section):
     d_model: int = 192
     n_layers: int = 4
@@ -171,7 +176,7 @@ class ModelConfig(_Section):
     #: CUDA autocast computes in bf16 already). float32 by default: the default run's pace is
     #: the learner's, and three RL phases with it gained what three without it did from the
     #: same seeds (docs/benchmarks.md, "bf16 on the CPU"; docs/training-log.md, "Session 37").
-    inference_dtype: Literal["auto", "float32", "bfloat16"] = "float32"
+    inference_dtype: InferenceDtype = "float32"
 
     def __post_init__(self) -> None:
         for name in ("d_model", "n_layers", "n_heads", "max_len", "max_new_tokens"):

@@ -20,7 +20,7 @@ import torch
 from policies.neural import use_threads
 from policies.sft import SFTConfig, SFTResult, sft
 from policies.transformer import TransformerConfig, TransformerPolicy, cpu_multiplies_bf16
-from roost.train.config import ModelConfig, SFTSection
+from roost.train.config import INFERENCE_DTYPES, ModelConfig, SFTSection
 from roost.train.rundir import write_atomic
 
 __all__ = [
@@ -71,8 +71,8 @@ def weights_dtype(setting: str) -> torch.dtype:
 
     :raises ValueError: not one of "auto", "float32", "bfloat16".
     """
-    if setting not in ("auto", "float32", "bfloat16"):
-        raise ValueError(f"dtype: one of auto, float32, bfloat16, got {setting!r}")
+    if setting not in INFERENCE_DTYPES:
+        raise ValueError(f"dtype: one of {', '.join(INFERENCE_DTYPES)}, got {setting!r}")
     if setting == "bfloat16":
         return torch.bfloat16
     if setting == "auto" and not torch.cuda.is_available() and cpu_multiplies_bf16():

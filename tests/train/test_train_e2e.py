@@ -151,8 +151,6 @@ async def test_report_rebuilds_from_the_run_directory(
 async def test_sync_run_never_trains_a_stale_sample(
     tiny_config: TrainConfig, tmp_path: Path
 ) -> None:
-    import msgspec
-
     config = msgspec.structs.replace(
         tiny_config, learner=msgspec.structs.replace(tiny_config.learner, k=0)
     )
@@ -179,8 +177,6 @@ async def _run_losing_nothing(config: TrainConfig, out: Path) -> list[dict[str, 
 async def test_a_run_with_continuous_batching_trains_and_loses_nothing(
     tiny_config: TrainConfig, tmp_path: Path
 ) -> None:
-    import msgspec
-
     generator = msgspec.structs.replace(tiny_config.generator, continuous=True)
     # A request joins a running batch only in the place of a row that ended early (the
     # untrained model's stop byte, about 1 in 256 a step): 16 new bytes left a run with no
@@ -195,8 +191,6 @@ async def test_a_run_with_continuous_batching_trains_and_loses_nothing(
 async def test_a_run_with_bf16_inference_trains_and_weighs_its_samples_near_one(
     tiny_config: TrainConfig, tmp_path: Path
 ) -> None:
-    import msgspec
-
     # The generator's copy and the KL reference in bf16; the learner's weights stay fp32 and
     # each published version is rounded as the generator loads it.
     model = msgspec.structs.replace(tiny_config.model, inference_dtype="bfloat16")
@@ -214,8 +208,6 @@ async def test_a_run_with_bf16_inference_trains_and_weighs_its_samples_near_one(
 async def test_the_control_trains_for_the_rl_phases_wall_time_not_the_sft_step_count(
     tiny_config: TrainConfig, tmp_path: Path
 ) -> None:
-    import msgspec
-
     config = msgspec.structs.replace(tiny_config, control=True)
     out = tmp_path / "run"
     summary = await train(config, out)
@@ -231,8 +223,6 @@ async def test_the_control_trains_for_the_rl_phases_wall_time_not_the_sft_step_c
 async def test_a_run_with_rehearsal_trains_on_the_demonstrations(
     tiny_config: TrainConfig, tmp_path: Path
 ) -> None:
-    import msgspec
-
     learner = msgspec.structs.replace(tiny_config.learner, demo_coef=1.0, demo_batch=4)
     config = msgspec.structs.replace(tiny_config, learner=learner)
     lines = await _run_losing_nothing(config, tmp_path / "run")
@@ -243,8 +233,6 @@ async def test_a_run_with_rehearsal_trains_on_the_demonstrations(
 async def test_rehearsal_without_demonstrations_stops_the_run_with_a_message(
     tiny_config: TrainConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import msgspec
-
     from roost.train.run import TrainError
     from roost.train.task_source import TaskSource
 
