@@ -45,6 +45,7 @@ from sandboxes._errors import (
 )
 from sandboxes._helper import HELPER_ARGV, Helper, HelperLostError, RunReply
 from sandboxes._helper_sandbox import HelperSandbox
+from sandboxes._oom_notice import OomNotices
 from sandboxes._output import CappedBuffer
 from sandboxes._runtimes import image_tag
 from sandboxes._spec import ExecResult, SandboxSpec
@@ -78,6 +79,7 @@ class DockerSandbox(HelperSandbox):
         self._owns_client = docker is None
         self._container: DockerContainer | None = None
         self._oom_file: Path | None = None
+        self._oom_notices: OomNotices | None = None
         self._helper_stream: Stream | None = None
         self._helper_exec: Exec | None = None
 
@@ -114,10 +116,17 @@ class DockerSandbox(HelperSandbox):
         pid = int(info.get("State", {}).get("Pid") or 0)
         # Only readable when dockerd runs on this host and we may read its cgroups.
         self._oom_file = memory_events_file(pid) if pid > 0 else None
+        if self.watch_during_exec and self._oom_file is not None:
+            # Where the whole container can die of an OOM (gVisor), keep the kernel's word
+            # for it: the cgroup and its counter go with the container.
+            self._oom_notices = OomNotices.register(self._oom_file)
         await self._open_first_helper()
 
     def _oom_kills(self) -> int:
-        return oom_kill_count(self._oom_file) if self._oom_file is not None else 0
+        counted = oom_kill_count(self._oom_file) if self._oom_file is not None else 0
+        # The counter goes with the cgroup, tens of milliseconds after a gVisor container's
+        # OOM death; the kernel's notice stays.
+        return max(counted, int(self._kernel_saw_oom()))
 
     async def _open_helper(self) -> Helper:
         assert self._container is not None
@@ -271,21 +280,22 @@ class DockerSandbox(HelperSandbox):
         exceeded its memory (its failure, reported as such); either way the sandbox is gone."""
         assert self._container is not None
         state: dict[str, Any] = {}
-        # Docker records OOMKilled from a separate event that can trail the exit; a SIGKILLed
-        # container (137) is worth asking again before calling it infra. 2 s, then 5 s, were
-        # too short under a loaded CI run, with a fresh daemon reaping other tests'
-        # containers (a gVisor memory bomb then read as infra; the cgroup's OOM count, which
-        # the caller also reads, had gone with the container). The wait costs only deaths by
-        # SIGKILL without the flag, which are rare.
+        # Docker records OOMKilled from a separate event that can trail the exit, and now and
+        # then never comes (a loaded CI run waited 15 s for one under gVisor). A SIGKILLed
+        # container (137) is worth asking again before calling it infra, unless the kernel's
+        # own OOM notice for its memory cgroup (`_oom_notice`, v1) has already said so. The
+        # wait costs only deaths by SIGKILL without either word, which are rare.
+        oom = False
         with anyio.move_on_after(OOM_FLAG_WAIT_S):
             while True:
                 async with daemon_call("inspect dead container"):
                     state = (await self._container.show()).get("State", {})
-                if state.get("OOMKilled") or state.get("ExitCode") != 128 + signal.SIGKILL:
+                oom = bool(state.get("OOMKilled")) or self._kernel_saw_oom()
+                if oom or state.get("ExitCode") != 128 + signal.SIGKILL:
                     break
                 await anyio.sleep(0.05)
         duration = time.monotonic() - started
-        if state.get("OOMKilled"):
+        if oom:
             self._mark_broken("the container was OOM-killed as a whole")
             return ExecResult(
                 exit_code=128 + signal.SIGKILL,
@@ -306,6 +316,9 @@ class DockerSandbox(HelperSandbox):
         )
         self._mark_broken(reason)
         return ExecResult.infra(SandboxBrokenError(reason), duration_s=duration)
+
+    def _kernel_saw_oom(self) -> bool:
+        return self._oom_notices is not None and self._oom_notices.seen()
 
     async def _create_exec(
         self, argv: list[str], *, stdin: bool, env: dict[str, str], cwd: str
@@ -358,6 +371,9 @@ class DockerSandbox(HelperSandbox):
             if self._helper_stream is not None:
                 await self._helper_stream.close()
         self._helper_stream = None
+        if self._oom_notices is not None:
+            self._oom_notices.close()
+            self._oom_notices = None
         if self._container is not None:
             container, self._container = self._container, None
             try:

@@ -1,0 +1,71 @@
+"""`OomNotices` against a real cgroup v1 memory cgroup: the kernel's word on an OOM outlives the
+cgroup, and a cgroup removed without one reads as no OOM."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandboxes._oom_notice import OomNotices
+from sandboxes._spec import MiB
+
+MEMORY_V1 = Path("/sys/fs/cgroup/memory")
+
+pytestmark = pytest.mark.skipif(
+    not (os.geteuid() == 0 and os.access(MEMORY_V1, os.W_OK)),
+    reason="needs root and a writable cgroup v1 memory hierarchy (the notices are v1 only)",
+)
+
+
+@pytest.fixture
+def cgroup() -> Iterator[Path]:
+    leaf = MEMORY_V1 / f"roost-oom-test-{secrets.token_hex(4)}"
+    leaf.mkdir()
+    (leaf / "memory.limit_in_bytes").write_text(str(32 * MiB))
+    if (leaf / "memory.memsw.limit_in_bytes").exists():
+        (leaf / "memory.memsw.limit_in_bytes").write_text(str(32 * MiB))
+    yield leaf
+    if leaf.exists():
+        leaf.rmdir()
+
+
+def _allocate_in(cgroup: Path, size: int) -> int:
+    """Run a program in the cgroup that allocates `size` bytes; its exit status."""
+    program = f"import os; open({str(cgroup / 'cgroup.procs')!r}, 'w').write(str(os.getpid()));"
+    program += f" b = b'x' * {size}"
+    return subprocess.run([sys.executable, "-c", program], timeout=60).returncode
+
+
+def test_an_oom_is_still_known_after_the_cgroup_is_gone(cgroup: Path) -> None:
+    notices = OomNotices.register(cgroup / "memory.oom_control")
+    assert notices is not None
+    try:
+        assert not notices.seen()
+        assert _allocate_in(cgroup, 256 * MiB) == -9  # SIGKILLed by the OOM killer
+        assert notices.seen()
+        cgroup.rmdir()
+        assert notices.seen()
+    finally:
+        notices.close()
+
+
+def test_a_cgroup_removed_without_an_oom_is_not_one(cgroup: Path) -> None:
+    notices = OomNotices.register(cgroup / "memory.oom_control")
+    assert notices is not None
+    try:
+        assert _allocate_in(cgroup, 1 * MiB) == 0
+        cgroup.rmdir()
+        assert not notices.seen()
+    finally:
+        notices.close()
+
+
+def test_only_a_v1_oom_control_file_is_registered(tmp_path: Path) -> None:
+    assert OomNotices.register(tmp_path / "memory.events") is None
+    assert OomNotices.register(tmp_path / "memory.oom_control") is None  # no such cgroup
