@@ -66,6 +66,10 @@ class HelperSandbox(BaseSandbox):
     def _oom_kills(self) -> int:
         return 0
 
+    async def _settle_oom(self) -> None:
+        """Wait (briefly, bounded) until `_oom_kills` can tell whether a sandbox that just
+        died was OOM-killed; most backends know at once."""
+
     async def _helper_exit_status(self) -> int | None:
         """How the lost helper ended, as seen inside a sandbox that is still up: the shell-style
         status (128+N when signal N killed it). None when unknown, when it has not ended, or
@@ -145,6 +149,8 @@ class HelperSandbox(BaseSandbox):
                 ):
                     sent = await self._signal_from_command(exc)
                 await self._drop_helper()
+                if result.infra_error is not None:
+                    await self._settle_oom()
             if result.infra_error is not None and self._oom_kills() > oom_before:
                 return _oom_result(out, err, started)  # the kernel took the helper too
             # Cleaning up after the helper proves that the sandbox itself is still up (a dead

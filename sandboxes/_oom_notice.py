@@ -57,6 +57,12 @@ class OomNotices:
             self._seen = self._signals >= 2 or (self._signals == 1 and self._oom_control.exists())
         return self._seen
 
+    def undecided(self) -> bool:
+        """One signal and the cgroup gone: an OOM whose removal signal is still on its way
+        (the kernel sends it after an RCU grace period), or the removal's signal alone. Worth
+        a short wait where the answer matters."""
+        return not self.seen() and self._signals == 1 and not self._oom_control.exists()
+
     def close(self) -> None:
         for fd in (self._event_fd, self._control_fd):
             with contextlib.suppress(OSError):

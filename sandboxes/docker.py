@@ -59,6 +59,7 @@ _STOPPED_PROBE = (
 KILL_GRACE_S = 10.0
 EXIT_WAIT_S = 2.0  # how long docker may take to record the exit status of a lost helper
 OOM_FLAG_WAIT_S = 15.0  # how long docker may take to record that a dead container was OOM-killed
+OOM_NOTICE_SETTLE_S = 1.0  # how long the kernel may take to signal a removed cgroup's eventfd
 
 log = structlog.get_logger(__name__)
 
@@ -319,6 +320,16 @@ class DockerSandbox(HelperSandbox):
 
     def _kernel_saw_oom(self) -> bool:
         return self._oom_notices is not None and self._oom_notices.seen()
+
+    async def _settle_oom(self) -> None:
+        notices = self._oom_notices
+        if notices is None:
+            return
+        with anyio.move_on_after(OOM_NOTICE_SETTLE_S):
+            while True:  # a kernel counter to poll, no event to wait on
+                if not notices.undecided():
+                    return
+                await anyio.sleep(0.01)
 
     async def _create_exec(
         self, argv: list[str], *, stdin: bool, env: dict[str, str], cwd: str

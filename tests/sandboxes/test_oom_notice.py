@@ -7,6 +7,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -69,3 +70,38 @@ def test_a_cgroup_removed_without_an_oom_is_not_one(cgroup: Path) -> None:
 def test_only_a_v1_oom_control_file_is_registered(tmp_path: Path) -> None:
     assert OomNotices.register(tmp_path / "memory.events") is None
     assert OomNotices.register(tmp_path / "memory.oom_control") is None  # no such cgroup
+
+
+def test_an_oom_first_read_after_the_removal_is_known_once_the_kernel_has_signalled(
+    cgroup: Path,
+) -> None:
+    # The order a dead gVisor container gives: the OOM, the cgroup removed, and only then the
+    # first look. Until the removal's own signal arrives one signal is ambiguous (undecided);
+    # the wait for it is bounded, and the answer then is an OOM.
+    notices = OomNotices.register(cgroup / "memory.oom_control")
+    assert notices is not None
+    try:
+        assert _allocate_in(cgroup, 256 * MiB) == -9
+        cgroup.rmdir()
+        deadline = time.monotonic() + 5.0
+        while notices.undecided() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert notices.seen()
+        assert not notices.undecided()
+    finally:
+        notices.close()
+
+
+def test_a_removal_alone_stays_undecided_and_unseen(cgroup: Path) -> None:
+    notices = OomNotices.register(cgroup / "memory.oom_control")
+    assert notices is not None
+    try:
+        cgroup.rmdir()
+        deadline = time.monotonic() + 5.0
+        while notices._signals == 0 and time.monotonic() < deadline:
+            notices.seen()
+            time.sleep(0.01)
+        assert notices.undecided()  # the one signal that is the removal's
+        assert not notices.seen()
+    finally:
+        notices.close()
