@@ -36,6 +36,14 @@ def cgroup() -> Iterator[Path]:
         leaf.rmdir()
 
 
+@pytest.fixture
+def notices(cgroup: Path) -> Iterator[OomNotices]:
+    registered = OomNotices.register(cgroup / "memory.oom_control")
+    assert registered is not None
+    yield registered
+    registered.close()
+
+
 def _allocate_in(cgroup: Path, size: int) -> int:
     """Run a program in the cgroup that allocates `size` bytes; its exit status."""
     program = f"import os; open({str(cgroup / 'cgroup.procs')!r}, 'w').write(str(os.getpid()));"
@@ -43,28 +51,18 @@ def _allocate_in(cgroup: Path, size: int) -> int:
     return subprocess.run([sys.executable, "-c", program], timeout=60).returncode
 
 
-def test_an_oom_is_still_known_after_the_cgroup_is_gone(cgroup: Path) -> None:
-    notices = OomNotices.register(cgroup / "memory.oom_control")
-    assert notices is not None
-    try:
-        assert not notices.seen()
-        assert _allocate_in(cgroup, 256 * MiB) == -9  # SIGKILLed by the OOM killer
-        assert notices.seen()
-        cgroup.rmdir()
-        assert notices.seen()
-    finally:
-        notices.close()
+def test_an_oom_is_still_known_after_the_cgroup_is_gone(cgroup: Path, notices: OomNotices) -> None:
+    assert not notices.seen()
+    assert _allocate_in(cgroup, 256 * MiB) == -9  # SIGKILLed by the OOM killer
+    assert notices.seen()
+    cgroup.rmdir()
+    assert notices.seen()
 
 
-def test_a_cgroup_removed_without_an_oom_is_not_one(cgroup: Path) -> None:
-    notices = OomNotices.register(cgroup / "memory.oom_control")
-    assert notices is not None
-    try:
-        assert _allocate_in(cgroup, 1 * MiB) == 0
-        cgroup.rmdir()
-        assert not notices.seen()
-    finally:
-        notices.close()
+def test_a_cgroup_removed_without_an_oom_is_not_one(cgroup: Path, notices: OomNotices) -> None:
+    assert _allocate_in(cgroup, 1 * MiB) == 0
+    cgroup.rmdir()
+    assert not notices.seen()
 
 
 def test_only_a_v1_oom_control_file_is_registered(tmp_path: Path) -> None:
@@ -73,35 +71,24 @@ def test_only_a_v1_oom_control_file_is_registered(tmp_path: Path) -> None:
 
 
 def test_an_oom_first_read_after_the_removal_is_known_once_the_kernel_has_signalled(
-    cgroup: Path,
+    cgroup: Path, notices: OomNotices
 ) -> None:
     # The order a dead gVisor container gives: the OOM, the cgroup removed, and only then the
     # first look. Until the removal's own signal arrives one signal is ambiguous (undecided);
     # the wait for it is bounded, and the answer then is an OOM.
-    notices = OomNotices.register(cgroup / "memory.oom_control")
-    assert notices is not None
-    try:
-        assert _allocate_in(cgroup, 256 * MiB) == -9
-        cgroup.rmdir()
-        deadline = time.monotonic() + 5.0
-        while notices.undecided() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert notices.seen()
-        assert not notices.undecided()
-    finally:
-        notices.close()
+    assert _allocate_in(cgroup, 256 * MiB) == -9
+    cgroup.rmdir()
+    deadline = time.monotonic() + 5.0  # polled: a kernel counter, with no event to wait on
+    while notices.undecided() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert notices.seen()
+    assert not notices.undecided()
 
 
-def test_a_removal_alone_stays_undecided_and_unseen(cgroup: Path) -> None:
-    notices = OomNotices.register(cgroup / "memory.oom_control")
-    assert notices is not None
-    try:
-        cgroup.rmdir()
-        deadline = time.monotonic() + 5.0
-        while notices._signals == 0 and time.monotonic() < deadline:
-            notices.seen()
-            time.sleep(0.01)
-        assert notices.undecided()  # the one signal that is the removal's
-        assert not notices.seen()
-    finally:
-        notices.close()
+def test_a_removal_alone_stays_undecided_and_unseen(cgroup: Path, notices: OomNotices) -> None:
+    cgroup.rmdir()
+    deadline = time.monotonic() + 5.0  # polled: a kernel counter, with no event to wait on
+    while not notices.undecided() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert notices.undecided()  # the one signal, the removal's
+    assert not notices.seen()
