@@ -32,19 +32,16 @@ class OomNotices:
         where that is not possible (cgroup v2, not root, the cgroup already gone)."""
         if oom_control.name != "memory.oom_control":
             return None
-        event_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        notices = cls(os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC), -1, oom_control)
         try:
-            control_fd = os.open(oom_control, os.O_RDONLY | os.O_CLOEXEC)
+            notices._control_fd = os.open(oom_control, os.O_RDONLY | os.O_CLOEXEC)
+            (oom_control.parent / "cgroup.event_control").write_text(
+                f"{notices._event_fd} {notices._control_fd}"
+            )
         except OSError:
-            os.close(event_fd)
+            notices.close()
             return None
-        try:
-            (oom_control.parent / "cgroup.event_control").write_text(f"{event_fd} {control_fd}")
-        except OSError:
-            os.close(event_fd)
-            os.close(control_fd)
-            return None
-        return cls(event_fd, control_fd, oom_control)
+        return notices
 
     def seen(self) -> bool:
         """Whether the cgroup has been out of memory since `register` (never blocks)."""
@@ -65,6 +62,7 @@ class OomNotices:
 
     def close(self) -> None:
         for fd in (self._event_fd, self._control_fd):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
         self._event_fd = self._control_fd = -1
