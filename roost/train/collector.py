@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import random
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -213,6 +214,8 @@ class Collector(Actor):
         partial_credit: float = 0.5,
         partial_credit_in: Literal["all", "unsolved"] = "all",
         hindsight: bool = False,
+        train_revisions: float = 1.0,
+        seed: int = 0,
     ) -> None:
         self.store = store
         self.book = book
@@ -233,6 +236,13 @@ class Collector(Actor):
         self.partial_credit = partial_credit
         self.partial_credit_in = partial_credit_in
         self.hindsight = hindsight
+        self.train_revisions = train_revisions
+        self._rng = random.Random(seed)
+
+    def _keeps_revision(self) -> bool:
+        """Whether a revision turn trains (`train_revisions`, drawn per turn). An episode's
+        first sample always trains, so every scored episode reaches the learner."""
+        return self.train_revisions >= 1.0 or self._rng.random() < self.train_revisions
 
     async def on_start(self) -> None:
         metrics = self.system.metrics
@@ -281,7 +291,7 @@ class Collector(Actor):
         group_id, _, _ = msg.rollout_id.rpartition("/")
         group = self._groups.setdefault(group_id, _Group())
         if usable:
-            group.samples += [
+            own = [
                 Trajectory(
                     rollout_id=f"{msg.rollout_id}#{i}",
                     prompt=t.prompt,
@@ -295,6 +305,8 @@ class Collector(Actor):
                 for i, t in enumerate(turns)
                 if t.sample.tokens
             ]
+            kept = [s for i, s in enumerate(own) if i == 0 or self._keeps_revision()]
+            group.samples += kept
             extra = relabelled_sample(msg.rollout_id, turns) if self.hindsight else None
             if extra is not None:
                 group.samples.append(extra)

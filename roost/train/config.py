@@ -146,9 +146,14 @@ class EpisodeConfig(_Section):
     #: exception; never a timeout, a crash or a broken sandbox). Turn it off for tasks whose
     #: tests are not deterministic.
     reuse_verdicts: bool = True
+    #: The share of revision turns (turns after the first) that train, each kept at random
+    #: (1: all). A revision's prompt carries the task, the attempt before and its failure, so
+    #: at level 3 revisions make most of the learner's tokens while few of them pass.
+    train_revisions: float = 1.0
 
     def __post_init__(self) -> None:
         _positive("max_turns", self.max_turns)
+        _fraction("train_revisions", self.train_revisions)
         _fraction("partial_credit", self.partial_credit)
         if self.group_size < 2:
             raise ValueError(f"group_size: GRPO needs at least 2, got {self.group_size}")

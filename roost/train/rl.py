@@ -272,6 +272,8 @@ class RLPhase:
                 partial_credit=cfg.episode.partial_credit,
                 partial_credit_in=cfg.episode.partial_credit_in,
                 hindsight=cfg.episode.hindsight,
+                train_revisions=cfg.episode.train_revisions,
+                seed=cfg.seed * 7919 + self.segment,
             ),
             name="collector",
             mailbox_size=65536,

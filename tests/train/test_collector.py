@@ -51,15 +51,24 @@ class _Recorder(Actor):
 
 
 class _TakingLearner(Actor):
-    """Takes every group it is handed (the collector's ask) and keeps its rewards."""
+    """Takes every group it is handed (the collector's ask) and keeps its rewards (and, in
+    `ids`, its sample ids)."""
 
-    def __init__(self, groups: dict[str, list[float]], done: anyio.Event, want: int) -> None:
+    def __init__(
+        self,
+        groups: dict[str, list[float]],
+        done: anyio.Event,
+        want: int,
+        ids: dict[str, list[str]] | None = None,
+    ) -> None:
         self.groups, self.done, self.want = groups, done, want
+        self.ids = {} if ids is None else ids
 
     @handler
     def group(self, msg: ScoredGroup) -> None:
         ordered = sorted(msg.trajectories, key=lambda t: t.rollout_id)
         self.groups[msg.group_id] = [t.reward for t in ordered]
+        self.ids[msg.group_id] = [t.rollout_id for t in ordered]
         if len(self.groups) == self.want:
             self.done.set()
 
@@ -84,6 +93,7 @@ def _collector(
     group_size: int,
     counts: RunCounts | None = None,
     partial_credit_in: Literal["all", "unsolved"] = "all",
+    train_revisions: float = 1.0,
 ) -> Callable[[], Collector]:
     """A collector for rollouts `ids` of one task, feeding `refs` = (learner, recorder)."""
     learner, recorder = refs
@@ -99,6 +109,7 @@ def _collector(
         rl_clock=lambda: 0.0,
         open_rollouts=dict.fromkeys(ids, "running"),
         partial_credit_in=partial_credit_in,
+        train_revisions=train_revisions,
     )
 
 
@@ -116,19 +127,22 @@ def _finished(rollout_id: str, task: Task, passed: bool) -> RolloutFinished:
 
 async def _trained_rewards(
     task: Task,
-    episodes: dict[str, EpisodeTurn],
+    episodes: dict[str, EpisodeTurn] | dict[str, list[EpisodeTurn]],
     *,
     group_size: int,
-    partial_credit_in: Literal["all", "unsolved"],
+    partial_credit_in: Literal["all", "unsolved"] = "all",
     counts: RunCounts | None = None,
+    train_revisions: float = 1.0,
+    ids: dict[str, list[str]] | None = None,
 ) -> dict[str, list[float]]:
-    """The rewards each group of one-turn `episodes` reaches the learner with, by sample id."""
+    """The rewards each group of `episodes` (one turn or a list of turns each) reaches the
+    learner with, by sample id; the sample ids too, in `ids` if given."""
     store, book = EpisodeStore(), StalenessBook(k=1, batch_size=8)
     groups: dict[str, list[float]] = {}
     taken = anyio.Event()
     want = len(episodes) // group_size
     async with ActorSystem() as system:
-        learner = system.spawn(lambda: _TakingLearner(groups, taken, want), name="learner")
+        learner = system.spawn(lambda: _TakingLearner(groups, taken, want, ids), name="learner")
         recorder = system.spawn(lambda: _Recorder([], anyio.Event(), -1), name="recorder")
         collector = system.spawn(
             _collector(
@@ -140,14 +154,16 @@ async def _trained_rewards(
                 group_size=group_size,
                 counts=counts,
                 partial_credit_in=partial_credit_in,
+                train_revisions=train_revisions,
             ),
             name="collector",
         )
         for rollout_id, turn in episodes.items():
+            turns = turn if isinstance(turn, list) else [turn]
             book.began(rollout_id)
             book.ended(rollout_id)
-            store.put(rollout_id, [turn])
-            await collector.tell(_finished(rollout_id, task, turn.verdict.passed))
+            store.put(rollout_id, turns)
+            await collector.tell(_finished(rollout_id, task, turns[-1].verdict.passed))
         with anyio.fail_after(10):
             await taken.wait()
     return groups
@@ -175,6 +191,32 @@ async def test_partial_credit_counts_where_configured(
 
     assert groups["solved"] == solved_rewards
     assert groups["unsolved"] == [0.25, 0.125, 0.0]  # no pass: the shares still tell apart
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5, 1.0])
+async def test_train_revisions_keeps_every_first_attempt_and_that_share_of_revisions(
+    share: float,
+) -> None:
+    """`train_revisions` thins out revision turns only: every episode's first attempt trains,
+    so no scored episode is left without a sample to settle it."""
+    task = Task(id="t1", prompt="p", entry_point="f", tests=[TestCase(call="f()", expected="1")])
+    three = [_turn(False, 0.0), _turn(False, 0.5), _turn(True)]
+    two = [_turn(False, 0.5), _turn(True)]  # first attempts differ, so every group trains
+    episodes = {f"g{g}/{e}": three if e % 2 else two for g in range(10) for e in range(4)}
+    revisions_run = sum(len(turns) - 1 for turns in episodes.values())
+    ids: dict[str, list[str]] = {}
+    await _trained_rewards(task, episodes, group_size=4, train_revisions=share, ids=ids)
+
+    trained = [i for group in ids.values() for i in group]
+    first = {i.partition("#")[0] for i in trained if i.endswith("#0")}
+    revisions = [i for i in trained if not i.endswith("#0")]
+    assert first == set(episodes)  # every episode's first attempt, in every group
+    if share == 0.0:
+        assert revisions == []
+    elif share == 1.0:
+        assert len(revisions) == revisions_run
+    else:  # 60 revisions, each kept with probability 1/2
+        assert 15 < len(revisions) < 45
 
 
 async def test_a_group_the_learner_gave_up_on_is_recorded_untrained_and_settled() -> None:

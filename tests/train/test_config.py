@@ -46,6 +46,7 @@ def test_override_sets_a_nested_value() -> None:
         ),
         (["learner.minibatches=0"], "learner: minibatches: must be > 0"),
         (["episode.partial_credit=2"], "episode: partial_credit: must be in [0, 1]"),
+        (["episode.train_revisions=-0.5"], "episode: train_revisions: must be in [0, 1]"),
         (
             ["episode.partial_credit_in=mixed"],
             "episode.partial_credit_in: Invalid enum value 'mixed'",
@@ -75,6 +76,7 @@ def test_override_sets_a_nested_value() -> None:
         "rehearsal-without-demonstrations",
         "no-minibatches",
         "credit-out-of-range",
+        "revision-share-out-of-range",
         "bad-credit-scope",
         "bad-baseline",
         "bad-advantage-scale",
