@@ -305,8 +305,7 @@ class Collector(Actor):
                 for i, t in enumerate(turns)
                 if t.sample.tokens
             ]
-            kept = [s for i, s in enumerate(own) if i == 0 or self._keeps_revision()]
-            group.samples += kept
+            group.samples += [s for i, s in enumerate(own) if i == 0 or self._keeps_revision()]
             extra = relabelled_sample(msg.rollout_id, turns) if self.hindsight else None
             if extra is not None:
                 group.samples.append(extra)
