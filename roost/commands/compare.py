@@ -25,10 +25,12 @@ MODES = ("greedy", "sampled")
 )
 def compare_command(run_dirs: tuple[Path, ...], json_out: Path | None) -> None:
     """Show the held-out figures of RUN_DIRS side by side; runs from the same warm start are
-    pooled into the mean gain of RL with a 95 % interval."""
+    pooled into the mean gain of RL with a 95 % interval, and runs of several warm starts
+    also all together (each gain against its own warm start)."""
     from roost.train.compare import (
         CompareError,
         load_run_figures,
+        pool_all,
         pool_by_warm_start,
         pool_stats,
     )
@@ -40,7 +42,8 @@ def compare_command(run_dirs: tuple[Path, ...], json_out: Path | None) -> None:
     console = Console()
     console.print(_runs_table(runs))
     pools = [pool_stats(pool) for pool in pool_by_warm_start(runs)]
-    for pool in pools:
+    overall = pool_all(runs)
+    for pool in [*pools, *([] if overall is None else [overall])]:
         console.print(_pool_lines(pool))
     if json_out is not None:
         rows = [
@@ -52,7 +55,11 @@ def compare_command(run_dirs: tuple[Path, ...], json_out: Path | None) -> None:
             for run in runs
         ]
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        document = {"runs": rows, "pools": msgspec.to_builtins(pools)}
+        document = {
+            "runs": rows,
+            "pools": msgspec.to_builtins(pools),
+            "all_runs": msgspec.to_builtins(overall),  # null: one warm start (or none)
+        }
         json_out.write_text(json.dumps(document, indent=2) + "\n")
         console.print(f"wrote {json_out}")
 
@@ -108,7 +115,12 @@ def _pair(figures: HeldOut | None) -> str:
 
 
 def _pool_lines(pool: PoolStats) -> str:
-    lines = [f"{len(pool.runs)} run(s) from one warm start (after SFT {_pair(pool.after_sft)} %):"]
+    if pool.after_sft is None:
+        heading = f"all {len(pool.runs)} runs, each gain against its own warm start:"
+    else:
+        start = _pair(pool.after_sft)
+        heading = f"{len(pool.runs)} run(s) from one warm start (after SFT {start} %):"
+    lines = [heading]
     for label, stats in (
         ("RL's gain, greedy", pool.gain_greedy),
         ("RL's gain, sampled", pool.gain_sampled),

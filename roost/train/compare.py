@@ -4,7 +4,10 @@ One RL phase is one draw. From a single SFT checkpoint the default's sampled gai
 over several points on one machine (docs/training-log.md), so a setting is judged by several runs,
 not one. Runs that share a warm start (equal after-SFT figures on equal held-out tasks) are
 pooled: the mean gain, its standard deviation and a 95 % confidence interval for the mean
-(Student's t) say what the setting does and how sure that is.
+(Student's t) say what the setting does and how sure that is. Runs of several warm starts
+(another seed draws other evaluation samples, so its after-SFT figure differs) are also pooled
+all together: each gain is measured against its own run's warm start, so the gains of one
+setting are draws of one quantity whichever warm start they came from.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ __all__ = [
     "RunFigures",
     "gain_stats",
     "load_run_figures",
+    "pool_all",
     "pool_by_warm_start",
     "pool_stats",
 ]
@@ -207,10 +211,10 @@ def pool_by_warm_start(runs: Sequence[RunFigures]) -> list[list[RunFigures]]:
 
 
 class PoolStats(msgspec.Struct, frozen=True):
-    """The runs of one warm start, pooled: RL's gain and its margin over the control."""
+    """Runs pooled: RL's gain and its margin over the control."""
 
     runs: list[str]
-    after_sft: HeldOut
+    after_sft: HeldOut | None  # the warm start's figures; None for runs of several
     gain_greedy: GainStats | None
     gain_sampled: GainStats | None  # the only one with the runs' evaluation error
     over_control_greedy: GainStats | None
@@ -219,15 +223,26 @@ class PoolStats(msgspec.Struct, frozen=True):
 
 def pool_stats(pool: Sequence[RunFigures]) -> PoolStats:
     """The statistics of one group from `pool_by_warm_start` (each run has both evaluations)."""
-    assert pool[0].after_sft is not None
+    return _pooled(pool, pool[0].after_sft)
 
+
+def pool_all(runs: Sequence[RunFigures]) -> PoolStats | None:
+    """Every run with both evaluations pooled, whatever its warm start; None when those are
+    all of one warm start (`pool_by_warm_start` then says it all) or there are none."""
+    pools = pool_by_warm_start(runs)
+    if len(pools) < 2:
+        return None
+    return _pooled([run for pool in pools for run in pool], None)
+
+
+def _pooled(pool: Sequence[RunFigures], after_sft: HeldOut | None) -> PoolStats:
     def pooled(values: Sequence[float | None]) -> GainStats | None:
         return gain_stats([v for v in values if v is not None])
 
     sampled = [(run.gain("sampled"), run.gain_se) for run in pool]
     return PoolStats(
         runs=[run.run for run in pool],
-        after_sft=pool[0].after_sft,
+        after_sft=after_sft,
         gain_greedy=pooled([run.gain("greedy") for run in pool]),
         gain_sampled=gain_stats(
             [g for g, _ in sampled if g is not None], [e for g, e in sampled if g is not None]

@@ -12,7 +12,13 @@ import pytest
 from click.testing import CliRunner
 
 from roost.cli import cli
-from roost.train.compare import CompareError, gain_stats, load_run_figures, pool_by_warm_start
+from roost.train.compare import (
+    CompareError,
+    gain_stats,
+    load_run_figures,
+    pool_all,
+    pool_by_warm_start,
+)
 
 
 def _split(greedy: float, sampled: float, test_only: float | None = None) -> dict[str, Any]:
@@ -90,6 +96,15 @@ def test_runs_pool_by_warm_start_and_unfinished_runs_stay_out(tmp_path: Path) ->
     pools = pool_by_warm_start([a, other, b, unfinished])
     assert [[run.run for run in pool] for pool in pools] == [[a.run, b.run], [other.run]]
     assert a.sampled_by_level == {"1": (0.98, 0.99)}
+    # all three finished runs pooled: gains 6, 3 and 6 sampled, each against its own start
+    overall = pool_all([a, other, b, unfinished])
+    assert overall is not None
+    assert overall.after_sft is None
+    assert overall.runs == [a.run, b.run, other.run]
+    assert overall.gain_sampled is not None
+    assert overall.gain_sampled.n == 3
+    assert overall.gain_sampled.mean == pytest.approx(5.0)
+    assert pool_all([a, b, unfinished]) is None  # one warm start: its pool says it all
 
 
 def test_compare_prints_rows_and_writes_pooled_statistics(tmp_path: Path) -> None:
@@ -116,6 +131,27 @@ def test_compare_prints_rows_and_writes_pooled_statistics(tmp_path: Path) -> Non
     assert "evaluation sampling alone: sd 1.6" in result.output
     # RL's test-only levels at 15 % against controls at 10 and 12 %
     assert pool["over_control_sampled"]["mean"] == pytest.approx(4.0)
+    assert written["all_runs"] is None  # one warm start
+    assert "all 2 runs" not in result.output
+
+
+def test_compare_pools_runs_of_several_warm_starts(tmp_path: Path) -> None:
+    runs = [
+        _run(tmp_path, "a", (0.6, 0.5), (0.65, 0.56)),
+        _run(tmp_path, "b", (0.6, 0.51), (0.62, 0.53)),  # another seed's evaluation draws
+        _run(tmp_path, "c", (0.6, 0.52), (0.64, 0.56)),
+    ]
+    out = tmp_path / "cmp.json"
+    result = CliRunner().invoke(
+        cli, ["compare", *map(str, runs), "--json", str(out)], env={"COLUMNS": "240"}
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.count("1 run(s) from one warm start") == 3
+    assert "all 3 runs, each gain against its own warm start:" in result.output
+    overall = json.loads(out.read_text())["all_runs"]
+    assert overall["after_sft"] is None
+    assert overall["gain_sampled"]["mean"] == pytest.approx(4.0)  # gains 6, 2 and 4
+    assert overall["gain_sampled"]["low"] < 4.0 < overall["gain_sampled"]["high"]
 
 
 @pytest.mark.parametrize(
