@@ -129,12 +129,17 @@ def _pool_lines(pool: PoolStats) -> str:
     ):
         if stats is not None:
             lines.append(f"  {label}: {_describe(stats)}")
+    if pool.baseline_se is not None:
+        lines.append(
+            f"  the warm start's own evaluation error, sampled: ±{pool.baseline_se:.1f} points, "
+            "shared by these runs (it moves their mean gain; more runs do not shrink it)"
+        )
     return "\n".join(lines)
 
 
 def _describe(stats: GainStats) -> str:
     text = f"mean {stats.mean:+.1f} points"
-    noise = "" if stats.eval_sd is None else f"; evaluation sampling alone: sd {stats.eval_sd:.1f}"
+    noise = "" if stats.eval_sd is None else f"; after-RL evaluation alone: sd {stats.eval_sd:.1f}"
     if stats.sd is None or stats.low is None or stats.high is None:
         return f"{text} (one run: no spread{noise})"
     return (

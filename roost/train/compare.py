@@ -92,6 +92,8 @@ class RunFigures(msgspec.Struct, frozen=True):
     #: The sampling standard error of RL's sampled gain (all levels, points): the part of one
     #: run's gain that evaluating the same weights again would move. None if not recorded.
     gain_se: float | None = None
+    #: Its two parts, the after-SFT and the after-RL evaluation's (points), or None.
+    stage_se: tuple[float, float] | None = None
 
     def gain(self, mode: str) -> float | None:
         """RL's change over the after-SFT checkpoint, all levels, in points."""
@@ -126,9 +128,10 @@ class GainStats(msgspec.Struct, frozen=True):
     sd: float | None
     low: float | None
     high: float | None
-    #: The runs' evaluation sampling error as a standard deviation (the root mean square of
-    #: their `gain_se`): the part of `sd` that more draws per task would remove. None if a
-    #: run lacks it, or for statistics other than the sampled gain.
+    #: The evaluation sampling error that differs from run to run, as a standard deviation
+    #: (the root mean square of the errors `gain_stats` was given): the part of `sd` that more
+    #: draws per task would remove. None if a run lacks it, or for statistics other than the
+    #: sampled gain.
     eval_sd: float | None = None
 
 
@@ -185,6 +188,7 @@ def load_run_figures(run_dir: Path) -> RunFigures:
             for level in sorted({*sft, *rl}, key=_level_order)
         },
         gain_se=None if None in se else 100 * math.hypot(*(v or 0.0 for v in se)),
+        stage_se=None if None in se else (100 * (se[0] or 0.0), 100 * (se[1] or 0.0)),
     )
 
 
@@ -219,6 +223,11 @@ class PoolStats(msgspec.Struct, frozen=True):
     gain_sampled: GainStats | None  # the only one with the runs' evaluation error
     over_control_greedy: GainStats | None
     over_control_sampled: GainStats | None
+    #: The warm start's own evaluation error (sampled, all levels, points; the root mean
+    #: square over the runs). Its runs share that evaluation, the same weights and draws, so
+    #: it moves every gain of the pool alike: it adds nothing to their spread, and more runs
+    #: do not shrink it. None for runs of several warm starts, or if a run lacks it.
+    baseline_se: float | None = None
 
 
 def pool_stats(pool: Sequence[RunFigures]) -> PoolStats:
@@ -239,7 +248,20 @@ def _pooled(pool: Sequence[RunFigures], after_sft: HeldOut | None) -> PoolStats:
     def pooled(values: Sequence[float | None]) -> GainStats | None:
         return gain_stats([v for v in values if v is not None])
 
-    sampled = [(run.gain("sampled"), run.gain_se) for run in pool]
+    def rms(values: Sequence[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return (
+            math.sqrt(statistics.fmean(v * v for v in known)) if len(known) == len(values) else None
+        )
+
+    one_start = after_sft is not None
+    # One warm start: only the after-RL evaluation differs between runs. Several: which runs
+    # share an after-SFT evaluation varies, so no single figure says what evaluation adds.
+    sampled = [
+        (run.gain("sampled"), run.stage_se[1] if one_start and run.stage_se else None)
+        for run in pool
+    ]
+    baseline = [run.stage_se[0] if run.stage_se else None for run in pool]
     return PoolStats(
         runs=[run.run for run in pool],
         after_sft=after_sft,
@@ -249,4 +271,5 @@ def _pooled(pool: Sequence[RunFigures], after_sft: HeldOut | None) -> PoolStats:
         ),
         over_control_greedy=pooled([run.over_control("greedy") for run in pool]),
         over_control_sampled=pooled([run.over_control("sampled") for run in pool]),
+        baseline_se=rms(baseline) if one_start else None,
     )

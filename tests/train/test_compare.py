@@ -125,10 +125,13 @@ def test_compare_prints_rows_and_writes_pooled_statistics(tmp_path: Path) -> Non
     (pool,) = written["pools"]
     assert pool["gain_sampled"]["mean"] == pytest.approx(4.0)
     assert pool["gain_sampled"]["n"] == 2
-    # the runs' evaluation errors, 1.0 and 2.0 points: their root mean square
-    assert pool["gain_sampled"]["eval_sd"] == pytest.approx((2.5) ** 0.5)
+    # the after-RL evaluations' errors, 0.8 and 1.6 points, spread the runs: their root mean
+    # square; the after-SFT ones (0.6 and 1.2) are the warm start's, shared by every run
+    assert pool["gain_sampled"]["eval_sd"] == pytest.approx(1.6**0.5)
     assert pool["gain_greedy"]["eval_sd"] is None  # greedy decoding has no sampling error
-    assert "evaluation sampling alone: sd 1.6" in result.output
+    assert pool["baseline_se"] == pytest.approx(0.9**0.5)
+    assert "after-RL evaluation alone: sd 1.3" in result.output
+    assert "the warm start's own evaluation error, sampled: ±0.9 points" in result.output
     # RL's test-only levels at 15 % against controls at 10 and 12 %
     assert pool["over_control_sampled"]["mean"] == pytest.approx(4.0)
     assert written["all_runs"] is None  # one warm start
@@ -137,9 +140,9 @@ def test_compare_prints_rows_and_writes_pooled_statistics(tmp_path: Path) -> Non
 
 def test_compare_pools_runs_of_several_warm_starts(tmp_path: Path) -> None:
     runs = [
-        _run(tmp_path, "a", (0.6, 0.5), (0.65, 0.56)),
-        _run(tmp_path, "b", (0.6, 0.51), (0.62, 0.53)),  # another seed's evaluation draws
-        _run(tmp_path, "c", (0.6, 0.52), (0.64, 0.56)),
+        _run(tmp_path, "a", (0.6, 0.5), (0.65, 0.56), se=(0.006, 0.005)),
+        _run(tmp_path, "b", (0.6, 0.51), (0.62, 0.53), se=(0.006, 0.005)),  # other draws
+        _run(tmp_path, "c", (0.6, 0.52), (0.64, 0.56), se=(0.006, 0.005)),
     ]
     out = tmp_path / "cmp.json"
     result = CliRunner().invoke(
@@ -152,6 +155,9 @@ def test_compare_pools_runs_of_several_warm_starts(tmp_path: Path) -> None:
     assert overall["after_sft"] is None
     assert overall["gain_sampled"]["mean"] == pytest.approx(4.0)  # gains 6, 2 and 4
     assert overall["gain_sampled"]["low"] < 4.0 < overall["gain_sampled"]["high"]
+    # some of the runs may share an after-SFT evaluation, some not: no evaluation figure
+    assert overall["gain_sampled"]["eval_sd"] is None
+    assert overall["baseline_se"] is None
 
 
 @pytest.mark.parametrize(
