@@ -41,14 +41,18 @@ def compare_command(run_dirs: tuple[Path, ...], json_out: Path | None) -> None:
         raise click.ClickException(str(exc)) from None
     console = Console()
     console.print(_runs_table(runs))
-    pools = [pool_stats(pool) for pool in pool_by_warm_start(runs)]
-    overall = pool_all(runs)
-    for pool in [*pools, *([] if overall is None else [overall])]:
+    groups = pool_by_warm_start(runs)
+    pools = [pool_stats(group) for group in groups]
+    overall = pool_all(groups)
+    for pool in pools:
         console.print(_pool_lines(pool))
+    if overall is not None:
+        console.print(_pool_lines(overall))
     if json_out is not None:
         rows = [
             {
                 **msgspec.to_builtins(run),
+                "gain_se": run.gain_se,
                 **{f"gain_{mode}": run.gain(mode) for mode in MODES},
                 **{f"over_control_{mode}": run.over_control(mode) for mode in MODES},
             }

@@ -89,11 +89,15 @@ class RunFigures(msgspec.Struct, frozen=True):
     after_rl: HeldOut | None
     control: HeldOut | None
     sampled_by_level: dict[str, tuple[float | None, float | None]]  # level: (SFT, RL)
-    #: The sampling standard error of RL's sampled gain (all levels, points): the part of one
-    #: run's gain that evaluating the same weights again would move. None if not recorded.
-    gain_se: float | None = None
-    #: Its two parts, the after-SFT and the after-RL evaluation's (points), or None.
+    #: The sampling standard errors of the sampled figure (all levels, points) after SFT and
+    #: after RL. None if not recorded.
     stage_se: tuple[float, float] | None = None
+
+    @property
+    def gain_se(self) -> float | None:
+        """The sampling standard error of RL's sampled gain (points): the part of this run's
+        gain that evaluating the same weights again would move. None if not recorded."""
+        return None if self.stage_se is None else math.hypot(*self.stage_se)
 
     def gain(self, mode: str) -> float | None:
         """RL's change over the after-SFT checkpoint, all levels, in points."""
@@ -135,14 +139,19 @@ class GainStats(msgspec.Struct, frozen=True):
     eval_sd: float | None = None
 
 
+def _rms(values: Sequence[float | None], n: int) -> float | None:
+    """The root mean square of `values`, or None unless all `n` of them are known."""
+    known = [v for v in values if v is not None]
+    return math.sqrt(statistics.fmean(v * v for v in known)) if known and len(known) == n else None
+
+
 def gain_stats(gains: Sequence[float], errors: Sequence[float | None] = ()) -> GainStats | None:
     """Mean, sample standard deviation and Student's-t 95 % interval of `gains`; with each
     gain's evaluation standard error in `errors`, also their root mean square."""
     if not gains:
         return None
     n, mean = len(gains), statistics.fmean(gains)
-    known = [e for e in errors if e is not None]
-    eval_sd = math.sqrt(statistics.fmean(e * e for e in known)) if len(known) == n else None
+    eval_sd = _rms(errors, n)
     if n == 1:
         return GainStats(n=1, mean=mean, sd=None, low=None, high=None, eval_sd=eval_sd)
     sd = statistics.stdev(gains)
@@ -187,7 +196,6 @@ def load_run_figures(run_dir: Path) -> RunFigures:
             )
             for level in sorted({*sft, *rl}, key=_level_order)
         },
-        gain_se=None if None in se else 100 * math.hypot(*(v or 0.0 for v in se)),
         stage_se=None if None in se else (100 * (se[0] or 0.0), 100 * (se[1] or 0.0)),
     )
 
@@ -235,10 +243,9 @@ def pool_stats(pool: Sequence[RunFigures]) -> PoolStats:
     return _pooled(pool, pool[0].after_sft)
 
 
-def pool_all(runs: Sequence[RunFigures]) -> PoolStats | None:
-    """Every run with both evaluations pooled, whatever its warm start; None when those are
-    all of one warm start (`pool_by_warm_start` then says it all) or there are none."""
-    pools = pool_by_warm_start(runs)
+def pool_all(pools: Sequence[Sequence[RunFigures]]) -> PoolStats | None:
+    """The runs of all groups from `pool_by_warm_start` pooled, whatever their warm start;
+    None for fewer than two groups (a single group's `pool_stats` then says it all)."""
     if len(pools) < 2:
         return None
     return _pooled([run for pool in pools for run in pool], None)
@@ -247,12 +254,6 @@ def pool_all(runs: Sequence[RunFigures]) -> PoolStats | None:
 def _pooled(pool: Sequence[RunFigures], after_sft: HeldOut | None) -> PoolStats:
     def pooled(values: Sequence[float | None]) -> GainStats | None:
         return gain_stats([v for v in values if v is not None])
-
-    def rms(values: Sequence[float | None]) -> float | None:
-        known = [v for v in values if v is not None]
-        return (
-            math.sqrt(statistics.fmean(v * v for v in known)) if len(known) == len(values) else None
-        )
 
     one_start = after_sft is not None
     # One warm start: only the after-RL evaluation differs between runs. Several: which runs
@@ -271,5 +272,5 @@ def _pooled(pool: Sequence[RunFigures], after_sft: HeldOut | None) -> PoolStats:
         ),
         over_control_greedy=pooled([run.over_control("greedy") for run in pool]),
         over_control_sampled=pooled([run.over_control("sampled") for run in pool]),
-        baseline_se=rms(baseline) if one_start else None,
+        baseline_se=_rms(baseline, len(baseline)) if one_start else None,
     )

@@ -97,14 +97,15 @@ def test_runs_pool_by_warm_start_and_unfinished_runs_stay_out(tmp_path: Path) ->
     assert [[run.run for run in pool] for pool in pools] == [[a.run, b.run], [other.run]]
     assert a.sampled_by_level == {"1": (0.98, 0.99)}
     # all three finished runs pooled: gains 6, 3 and 6 sampled, each against its own start
-    overall = pool_all([a, other, b, unfinished])
+    overall = pool_all(pools)
     assert overall is not None
     assert overall.after_sft is None
     assert overall.runs == [a.run, b.run, other.run]
     assert overall.gain_sampled is not None
     assert overall.gain_sampled.n == 3
     assert overall.gain_sampled.mean == pytest.approx(5.0)
-    assert pool_all([a, b, unfinished]) is None  # one warm start: its pool says it all
+    # one warm start: its pool says it all
+    assert pool_all(pool_by_warm_start([a, b, unfinished])) is None
 
 
 def test_compare_prints_rows_and_writes_pooled_statistics(tmp_path: Path) -> None:
