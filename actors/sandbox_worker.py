@@ -48,7 +48,8 @@ class ActionSource(Protocol):
 
 class Assign(Message):
     """Run `request` (attempt number `attempt`) on `lease`, finishing by `deadline_at`, and
-    report to `reply_to`.
+    report to `reply_to`, quoting `dispatch`: the scheduler numbers its assignments so that a
+    late report (of one it has given up on) is never taken for a current one.
 
     `lease` is an in-process `sandboxes.pool.Lease`; this message is never serialized.
     """
@@ -58,6 +59,7 @@ class Assign(Message):
     lease: Any
     deadline_at: float
     reply_to: ActorRef
+    dispatch: int = 0
 
 
 class WorkerDone(Message):
@@ -72,6 +74,7 @@ class WorkerDone(Message):
     cold_start: bool = False
     steps: list[StepTiming] = msgspec.field(default_factory=list)
     worker: str = ""
+    dispatch: int = 0  # the `Assign`'s
 
 
 class SandboxWorker(Actor):
@@ -139,6 +142,7 @@ class SandboxWorker(Actor):
             cold_start=lease.cold,
             steps=steps,
             worker=self.name,
+            dispatch=msg.dispatch,
         )
 
 

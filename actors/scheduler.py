@@ -127,6 +127,7 @@ class _InFlight:
     worker: ActorRef
     deadline_at: float
     lease: Any = None
+    dispatch: int = 0
 
 
 class Scheduler(Actor):
@@ -154,6 +155,12 @@ class Scheduler(Actor):
         self._classes: dict[ClassKey, PendingClass] = {}
         self._pending = 0
         self._in_flight: dict[str, _InFlight] = {}
+        #: Each busy worker's current assignment, by number: only a report of it frees the
+        #: worker (a rollout id and attempt could recur: a swept id may be requested again).
+        self._assigned: dict[str, int] = {}
+        self._dispatches = 0
+        #: Ids queued, in flight or waiting to retry: a request for one of these is a duplicate.
+        self._live: set[str] = set()
         self._waiting_retry: dict[str, PendingRollout] = {}  # backing off
         self._retry_ready: collections.deque[PendingRollout] = collections.deque()
         self._seq = 0
@@ -195,14 +202,11 @@ class Scheduler(Actor):
     @handler
     async def request(self, msg: RolloutRequest) -> None:
         self._counts["requested"] += 1
-        if (
-            msg.rollout_id in self._in_flight
-            or msg.rollout_id in self._waiting_retry
-            or any(p.request.rollout_id == msg.rollout_id for p in self._retry_ready)
-        ):
+        if msg.rollout_id in self._live:
             self._rejected += 1
             await self._finish_unqueued(msg, "failed", "duplicate rollout_id")
             return
+        self._live.add(msg.rollout_id)
         self._seq += 1
         self._enqueue(PendingRollout(self._seq, self.now, msg))
         await self._dispatch()
@@ -210,13 +214,14 @@ class Scheduler(Actor):
     @handler
     async def worker_done(self, msg: WorkerDone) -> None:
         flight = self._in_flight.get(msg.rollout_id)
-        if flight is None or flight.pending.attempts != msg.attempt:
-            self._late_reports += 1  # already settled by the sweep; the worker is free though
-            self._free_worker(msg.worker)
+        if flight is None or flight.dispatch != msg.dispatch:
+            # Already settled by the sweep, which freed the worker then; it may hold a new
+            # assignment by now, so this report must not free it again.
+            self._late_reports += 1
             await self._dispatch()
             return
         del self._in_flight[msg.rollout_id]
-        self._free_worker(msg.worker)
+        self._free_worker(msg.worker, msg.dispatch)
         request = flight.pending.request
         self._in_flight_by_add(request, -1)
         if msg.outcome in ("passed", "failed"):
@@ -265,7 +270,7 @@ class Scheduler(Actor):
             # to the dead letters): its sandbox is recycled, and the worker is free again.
             if flight.lease is not None:
                 flight.lease.release(healthy=False)
-            self._free_worker(flight.worker.name)
+            self._free_worker(flight.worker.name, flight.dispatch)
             await self._finish(flight.pending, "failed", "lost: the worker never reported", None)
         # Queued past the deadline (a quota or a busy pool kept it back): cancel it now.
         await self._cancel_queued(
@@ -368,7 +373,12 @@ class Scheduler(Actor):
         worker = self._idle_workers.pop()
         self._idle_names.discard(worker.name)
         lease = self.pool.lease_nowait(request.runtime)
-        self._in_flight[request.rollout_id] = _InFlight(pending, worker, deadline_at, lease)
+        self._dispatches += 1
+        dispatch = self._dispatches
+        self._in_flight[request.rollout_id] = _InFlight(
+            pending, worker, deadline_at, lease, dispatch
+        )
+        self._assigned[worker.name] = dispatch
         self._in_flight_by_add(request, +1)
         self._dispatched[request.group] = self._dispatched.get(request.group, 0) + 1
         assign = Assign(
@@ -377,6 +387,7 @@ class Scheduler(Actor):
             lease=lease,
             deadline_at=deadline_at,
             reply_to=self.ref,
+            dispatch=dispatch,
         )
         if not worker.try_tell(assign):  # an idle worker's mailbox is empty: cannot happen
             raise RuntimeError(f"idle worker {worker.name} refused an assignment")
@@ -393,13 +404,16 @@ class Scheduler(Actor):
         cls.items.append(pending)
         self._pending += 1
 
-    def _free_worker(self, name: str) -> None:
-        # A worker declared lost is freed at once; if it was only slow, its late report must
-        # not free it a second time (two assignments would then meet in its mailbox).
+    def _free_worker(self, name: str, dispatch: int) -> None:
+        # Only the end of the worker's current assignment frees it. A worker declared lost is
+        # freed at once and may take a new rollout; if it was only slow, its late report must
+        # not free it a second time (it would then hold two rollouts at once).
         worker = self._workers.get(name)
-        if worker is not None and name not in self._idle_names:
-            self._idle_names.add(name)
-            self._idle_workers.append(worker)
+        if worker is None or self._assigned.get(name) != dispatch:
+            return
+        del self._assigned[name]
+        self._idle_names.add(name)
+        self._idle_workers.append(worker)
 
     def _in_flight_by_add(self, request: RolloutRequest, delta: int) -> None:
         for key in (
@@ -423,8 +437,11 @@ class Scheduler(Actor):
         done: WorkerDone | None,
         *,
         passed: bool = False,
+        was_live: bool = True,
     ) -> None:
         request: RolloutRequest = pending.request
+        if was_live:
+            self._live.discard(request.rollout_id)
         self._counts[status] += 1
         if status == "failed":
             kind = reason.split(":")[0]
@@ -450,7 +467,9 @@ class Scheduler(Actor):
         await self.sink.tell(record)
 
     async def _finish_unqueued(self, request: RolloutRequest, status: Status, reason: str) -> None:
-        await self._finish(PendingRollout(0, self.now, request), status, reason, None)
+        # Never queued, so not live: a rejected duplicate must leave its original's id live.
+        pending = PendingRollout(0, self.now, request)
+        await self._finish(pending, status, reason, None, was_live=False)
 
 
 def config_from(data: Mapping[str, Any]) -> SchedulerConfig:

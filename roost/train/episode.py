@@ -162,6 +162,7 @@ class EpisodeWorker(Actor):
             cold_start=lease.cold,
             steps=[StepTiming(t.generate_s, t.exec_s) for t in turns],
             worker=self.name,
+            dispatch=msg.dispatch,
         )
 
     async def _hindsight(self, text: str, sandbox: Sandbox) -> Solved | None:

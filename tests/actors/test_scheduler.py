@@ -1,9 +1,11 @@
-"""The scheduler actor driven directly: quotas, bad requests, broken action sources, the books."""
+"""The scheduler actor driven directly: quotas, bad requests, broken action sources, the books,
+late reports from workers the sweep declared lost."""
 
 from __future__ import annotations
 
 import anyio
 import pytest
+from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.rollouts import RolloutFinished, RolloutRequest
 from actors.sandbox_worker import Action, Assign, Outcome, SandboxWorker, WorkerDone
@@ -167,6 +169,7 @@ class FailsOnceWorker(Actor):
                 outcome=outcome,
                 started_at=0.0,
                 worker=self.name,
+                dispatch=msg.dispatch,
             )
         )
 
@@ -259,4 +262,184 @@ async def test_a_request_queued_past_its_deadline_is_cancelled_by_the_sweep() ->
         ("r0", "cancelled", "deadline passed while queued")
     ]
     assert (stats.pending, stats.cancelled) == (1, 1)
+    assert stats.balanced
+
+
+async def test_a_duplicate_of_a_queued_rollout_id_is_refused_with_a_record() -> None:
+    # Two workers take r0 and r1, so r2 is still queued when its duplicates arrive. The check
+    # once saw only rollouts in flight or retrying: a queued duplicate overwrote the original's
+    # books (one record short, the books unbalanced, a quota slot held forever). The third r2
+    # shows that refusing a duplicate leaves the original's id live.
+    requests = [req(0), req(1), req(2), req(2), req(2)]
+    with anyio.fail_after(60):
+        records, stats = await run_requests(requests, workers=2, expected=5)
+    assert sorted((r.rollout_id, r.status, r.reason) for r in records) == [
+        ("r0", "completed", ""),
+        ("r1", "completed", ""),
+        ("r2", "completed", ""),
+        ("r2", "failed", "duplicate rollout_id"),
+        ("r2", "failed", "duplicate rollout_id"),
+    ]
+    assert (stats.requested, stats.rejected, stats.pending, stats.in_flight) == (5, 2, 0, 0)
+    assert stats.balanced
+
+
+class Forward(Actor):
+    """A sink that hands each record to the test as it arrives."""
+
+    def __init__(self, out: MemoryObjectSendStream[RolloutFinished]) -> None:
+        self.out = out
+
+    @handler
+    def finished(self, msg: RolloutFinished) -> None:
+        self.out.send_nowait(msg)
+
+
+async def test_a_rollout_id_may_be_requested_again_once_its_rollout_has_ended() -> None:
+    # Live ids are forgotten at the terminal record; a set that kept them would refuse a
+    # legitimate resubmission as a duplicate.
+    send, finished = anyio.create_memory_object_stream[RolloutFinished](10)
+    source = SimulatedGenerator(Distribution.constant(0.25))
+    async with (
+        send,
+        finished,
+        _instant_pool() as pool,
+        ActorSystem(lag_interval=None) as system,
+    ):
+        sink = system.spawn(lambda: Forward(send), name="sink")
+        worker = system.spawn(lambda: SandboxWorker(source), name="w0", mailbox_size=1)
+        scheduler = system.spawn(
+            lambda: Scheduler(pool=pool, workers=[worker], sink=sink, policy=make_policy("fifo")),
+            name="scheduler",
+        )
+        outcomes = []
+        for _ in range(2):
+            await scheduler.tell(req(0))
+            with anyio.fail_after(10):
+                record = await finished.receive()
+            outcomes.append((record.rollout_id, record.status, record.reason))
+        stats = await scheduler.ask(GetStatistics(), timeout=10.0)
+    assert outcomes == [("r0", "completed", ""), ("r0", "completed", "")]
+    assert (stats.completed, stats.rejected) == (2, 0)
+    assert stats.balanced
+
+
+class HoldingWorker(Actor):
+    """Takes each assignment and hands it to the test, which reports it when it likes (a
+    worker as slow as the test wants)."""
+
+    def __init__(self, out: MemoryObjectSendStream[Assign]) -> None:
+        self.out = out
+
+    @handler
+    def assign(self, msg: Assign) -> None:
+        self.out.send_nowait(msg)
+
+
+def _passed(assign: Assign) -> WorkerDone:
+    assign.lease.release()
+    return WorkerDone(
+        rollout_id=assign.request.rollout_id,
+        attempt=assign.attempt,
+        outcome="passed",
+        started_at=0.0,
+        worker="w0",
+        dispatch=assign.dispatch,
+    )
+
+
+async def test_a_late_report_from_a_worker_declared_lost_does_not_free_it_twice() -> None:
+    # The sweep frees a worker that has not reported past its rollout's deadline plus
+    # `lost_after_s` and gives it the next rollout. The slow worker's report for the swept
+    # rollout then freed it a second time: it held two rollouts at once, and a later
+    # assignment could meet a full mailbox after its lease was taken.
+    send, assigned = anyio.create_memory_object_stream[Assign](10)
+    sent, finished = anyio.create_memory_object_stream[RolloutFinished](10)
+    config = SchedulerConfig(lost_after_s=0.5, sweep_interval_s=0.2)
+    async with (
+        send,
+        assigned,
+        sent,
+        finished,
+        _instant_pool() as pool,
+        ActorSystem(lag_interval=None) as system,
+    ):
+        sink = system.spawn(lambda: Forward(sent), name="sink")
+        worker = system.spawn(lambda: HoldingWorker(send), name="w0", mailbox_size=1)
+        scheduler = system.spawn(
+            lambda: Scheduler(
+                pool=pool, workers=[worker], sink=sink, policy=make_policy("fifo"), config=config
+            ),
+            name="scheduler",
+        )
+        await scheduler.tell(req(0, deadline_s=1.0))
+        await scheduler.tell(req(1, deadline_s=3600.0))
+        await scheduler.tell(req(2, deadline_s=3600.0))
+        with anyio.fail_after(10):
+            slow = await assigned.receive()
+            swept = await finished.receive()
+            second = await assigned.receive()  # w0 was declared lost, so it is free for r1
+        await scheduler.tell(_passed(slow))  # r0's report, too late
+        after_late = await scheduler.ask(GetStatistics(), timeout=10.0)
+        await anyio.wait_all_tasks_blocked()
+        with pytest.raises(anyio.WouldBlock):  # w0 is still busy with r1: nothing more for it
+            assigned.receive_nowait()
+        await scheduler.tell(_passed(second))
+        with anyio.fail_after(10):
+            third = await assigned.receive()  # only r1's report frees w0
+        await scheduler.tell(_passed(third))
+        with anyio.fail_after(10):
+            rest = [await finished.receive(), await finished.receive()]
+        stats = await scheduler.ask(GetStatistics(), timeout=10.0)
+    assert [a.request.rollout_id for a in (slow, second, third)] == ["r0", "r1", "r2"]
+    assert (after_late.in_flight, after_late.pending, after_late.late_reports) == (1, 1, 1)
+    assert [(r.rollout_id, r.status, r.reason) for r in [swept, *rest]] == [
+        ("r0", "failed", "lost: the worker never reported"),
+        ("r1", "completed", ""),
+        ("r2", "completed", ""),
+    ]
+    assert (stats.completed, stats.failed, stats.late_reports, stats.in_flight) == (2, 1, 1, 0)
+    assert stats.balanced
+
+
+async def test_a_late_report_is_not_taken_for_a_new_rollout_of_the_same_id() -> None:
+    # A swept id requested again lands on the same worker at attempt 1: the same (rollout id,
+    # attempt) as the report still on its way. Only the assignment's number tells them apart.
+    send, assigned = anyio.create_memory_object_stream[Assign](10)
+    sent, finished = anyio.create_memory_object_stream[RolloutFinished](10)
+    config = SchedulerConfig(lost_after_s=0.5, sweep_interval_s=0.2)
+    async with (
+        send,
+        assigned,
+        sent,
+        finished,
+        _instant_pool() as pool,
+        ActorSystem(lag_interval=None) as system,
+    ):
+        sink = system.spawn(lambda: Forward(sent), name="sink")
+        worker = system.spawn(lambda: HoldingWorker(send), name="w0", mailbox_size=1)
+        scheduler = system.spawn(
+            lambda: Scheduler(
+                pool=pool, workers=[worker], sink=sink, policy=make_policy("fifo"), config=config
+            ),
+            name="scheduler",
+        )
+        await scheduler.tell(req(0, deadline_s=1.0))
+        with anyio.fail_after(10):
+            slow = await assigned.receive()
+            swept = await finished.receive()
+        await scheduler.tell(req(0, deadline_s=3600.0))
+        with anyio.fail_after(10):
+            again = await assigned.receive()
+        await scheduler.tell(_passed(slow))  # the first r0's report, too late
+        after_late = await scheduler.ask(GetStatistics(), timeout=10.0)
+        await scheduler.tell(_passed(again))
+        with anyio.fail_after(10):
+            done = await finished.receive()
+        stats = await scheduler.ask(GetStatistics(), timeout=10.0)
+    assert (slow.attempt, again.attempt) == (1, 1)
+    assert slow.dispatch != again.dispatch
+    assert (swept.status, done.status) == ("failed", "completed")
+    assert (after_late.in_flight, after_late.completed, after_late.late_reports) == (1, 0, 1)
+    assert (stats.completed, stats.failed, stats.late_reports, stats.in_flight) == (1, 1, 1, 0)
     assert stats.balanced
