@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
-from sandboxes._errors import SandboxInfraError
-
 if TYPE_CHECKING:
+    from sandboxes._protocol import Sandbox
     from sandboxes.pool import SandboxPool
 
 _log = structlog.get_logger("roost.pool")
@@ -45,19 +44,27 @@ class Upkeep:
                 and pool._total < pool.capacity
                 and pool._alive.get(key, 0) < pool.max_per_key.get(key, pool.capacity)
             ):
+                try:
+                    # Made before counting: a factory that raises must cost no room.
+                    sandbox = pool.factory(key)
+                except Exception as exc:
+                    # An invalid key, say: retrying now would fail alike, so wait for a wake-up.
+                    _log.error("pool.factory_failed", key=key, exc_info=exc)
+                    pool._start_failures += 1
+                    break
                 pool._total += 1
                 pool._alive[key] = pool._alive.get(key, 0) + 1
                 self.warming += 1
                 self._warming_keys[key] = self._warming_keys.get(key, 0) + 1
-                pool._spawn(self._warm_one, key)
+                pool._spawn(self._warm_one, key, sandbox)
 
-    async def _warm_one(self, key: str) -> None:
+    async def _warm_one(self, key: str, sandbox: Sandbox) -> None:
         pool = self.pool
-        sandbox = pool.factory(key)
         try:
             await pool._bring_up(key, sandbox)
-        except (TimeoutError, SandboxInfraError) as exc:
-            _log.warning("pool.warm_start_failed", key=key, error=str(exc))
+        except Exception as exc:
+            # Infrastructure or not (a `prepare` that fails), only this sandbox is lost.
+            _log.warning("pool.warm_start_failed", key=key, error=f"{type(exc).__name__}: {exc}")
             pool._start_failures += 1
             self._warmed(key)
             pool._destroy(key, sandbox)
@@ -65,6 +72,11 @@ class Upkeep:
             await anyio.sleep(RETRY_AFTER_FAILED_START_S)
             pool._wake.set()
             return
+        except BaseException:
+            # Cancelled mid-start (the pool exits with an error): close what may have started.
+            self._warmed(key)
+            await pool._discard(key, sandbox)
+            raise
         self._warmed(key)
         pool._make_idle(key, sandbox)
 

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import aiodocker
+import anyio
 import structlog
 
 from sandboxes._docker_calls import daemon_call
@@ -29,6 +30,13 @@ SANDBOX_LABEL = "roost.sandbox"
 
 RUN_ID = os.environ.get("ROOST_RUN_ID") or secrets.token_hex(6)
 """This process's run id (override with `$ROOST_RUN_ID`)."""
+
+REAP_DEADLINE_S = 45.0
+"""Most seconds one `reap` takes, however many containers: it runs shielded at exit, where a
+daemon that lists but hangs on deletes would otherwise hold the exit for 30 s per container."""
+
+REAP_CONCURRENCY = 8
+"""Deletes in flight at once: enough to clear a pool quickly, few enough not to swamp dockerd."""
 
 
 def container_labels(sandbox_id: str, *, lifetime_s: float, backend: str) -> dict[str, str]:
@@ -58,29 +66,54 @@ async def reap(
     run_id: str | None = None,
     expired: bool = True,
     now: float | None = None,
+    deadline_s: float = REAP_DEADLINE_S,
 ) -> list[str]:
-    """Remove roost containers of `run_id` and (when `expired`) every expired one.
+    """Remove roost containers of `run_id` and (when `expired`) every expired one, up to
+    `REAP_CONCURRENCY` at once.
 
-    Returns the names removed. A container that vanished meanwhile is not an error.
+    Returns the names removed. A container that vanished meanwhile is not an error; one the
+    daemon refuses to remove is logged and left. What is not removed within `deadline_s` is
+    left too, and logged by name.
+
+    :raises DaemonError: the daemon could not list the containers.
     """
     now = time.time() if now is None else now
     filters = json.dumps({"label": [f"{OWNER_LABEL}={OWNER}"]})
-    async with daemon_call("list roost containers"):
-        found: list[Any] = await docker.containers.list(all=True, filters=filters)
     removed: list[str] = []
-    for container in found:
-        labels: dict[str, str] = container["Labels"] or {}
-        if not _is_reapable(labels, run_id=run_id, now=now, expired=expired):
-            continue
-        name = (container["Names"] or [container.id])[0].lstrip("/")
-        try:
-            async with daemon_call(f"remove container {name}"):
-                await container.delete(force=True)
-        except DaemonError as exc:
-            if exc.status != 404:
-                log.warning("reaper.remove_failed", container=name, error=str(exc))
-                continue
-        removed.append(name)
+    pending: set[str] = set()  # deletes begun or queued, not yet answered
+    listed = False
+    with anyio.move_on_after(deadline_s) as deadline:
+        async with daemon_call("list roost containers"):
+            found: list[Any] = await docker.containers.list(all=True, filters=filters)
+        listed = True
+        limiter = anyio.CapacityLimiter(REAP_CONCURRENCY)
+
+        async def remove(container: Any, name: str) -> None:
+            async with limiter:
+                try:
+                    async with daemon_call(f"remove container {name}"):
+                        await container.delete(force=True)
+                    gone = True
+                except DaemonError as exc:
+                    gone = exc.status == 404  # it vanished meanwhile: as good as removed
+                    if not gone:
+                        log.warning("reaper.remove_failed", container=name, error=str(exc))
+                pending.discard(name)
+                if gone:
+                    removed.append(name)
+
+        async with anyio.create_task_group() as tg:
+            for container in found:
+                labels: dict[str, str] = container["Labels"] or {}
+                if not _is_reapable(labels, run_id=run_id, now=now, expired=expired):
+                    continue
+                name = (container["Names"] or [container.id])[0].lstrip("/")
+                pending.add(name)
+                tg.start_soon(remove, container, name)
+    if deadline.cancelled_caught:
+        log.warning(
+            "reaper.deadline_passed", after_s=deadline_s, listed=listed, left_behind=sorted(pending)
+        )
     if removed:
         log.info("reaper.removed", count=len(removed), containers=removed)
     return removed

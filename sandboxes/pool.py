@@ -16,7 +16,11 @@ Optional: `min_idle` keeps that many warm sandboxes per key, `idle_timeout_s` de
 past that age (down to `min_idle`), `max_concurrent_starts` and `max_starts_per_s` gate starts,
 `prepare` runs once per key on a fresh sandbox whose work directory is then captured and
 restored into every other sandbox of the key (a snapshot), and `reaper` removes leftovers when
-the pool opens and closes. Every start, reset, validation and close has a deadline.
+the pool opens and closes. Every start, reset, validation, close and reap has a deadline.
+
+A failure in the pool's own tasks (a reset, a `prepare`, a close) costs only its sandbox, never
+the pool. A pool that exits with an error still closes every sandbox it holds, resets cut off
+included, each under its close deadline.
 """
 
 from __future__ import annotations
@@ -60,6 +64,10 @@ _log = structlog.get_logger("roost.pool")
 
 Prepare = Callable[[Sandbox], Awaitable[None]]
 
+# Longer than `_reaper.REAP_DEADLINE_S`, so the docker reaper's own deadline fires first and
+# names the containers it left; this one bounds any reaper.
+REAP_AT_EXIT_TIMEOUT_S = 60.0
+
 
 class SandboxPool:
     """Warm sandboxes per key (a runtime, or backend + runtime + limits), at most `capacity`.
@@ -76,6 +84,8 @@ class SandboxPool:
         without snapshots).
     :param validate: check each reset sandbox before it is handed out again.
     :param reaper: leftovers removed when the pool opens and when it closes.
+    :param reap_timeout: most seconds the reaper may take at exit; what it has not removed by
+        then is left (and logged), so a hung daemon cannot hang shutdown.
     """
 
     def __init__(
@@ -94,6 +104,7 @@ class SandboxPool:
         start_timeout: float = 60.0,
         reset_timeout: float = 30.0,
         close_timeout: float = 30.0,
+        reap_timeout: float = REAP_AT_EXIT_TIMEOUT_S,
         metrics: MetricsRegistry | None = None,
     ) -> None:
         if capacity < 1:
@@ -111,6 +122,7 @@ class SandboxPool:
         self.start_timeout = start_timeout
         self.reset_timeout = reset_timeout
         self.close_timeout = close_timeout
+        self.reap_timeout = reap_timeout
         self._gate = StartGate(concurrency=max_concurrent_starts, per_second=max_starts_per_s)
         self._alive: dict[str, int] = {}
         self._idle: dict[str, collections.OrderedDict[str, Sandbox]] = {}
@@ -178,8 +190,15 @@ class SandboxPool:
         finally:
             self._task_group = None
             if self.reaper is not None:
-                with anyio.CancelScope(shield=True):
-                    await self.reaper.at_exit()
+                await self._reap_at_exit(self.reaper)
+
+    async def _reap_at_exit(self, reaper: PoolReaper) -> None:
+        # Shielded, so an exit by error or Ctrl-C still removes this run's leftovers; bounded, so
+        # a daemon that hangs cannot hold that exit (shielded, nothing else could end it).
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.reap_timeout) as deadline:
+            await reaper.at_exit()
+        if deadline.cancelled_caught:
+            _log.warning("pool.reap_timed_out", after_s=self.reap_timeout)
 
     async def settle(self) -> None:
         """Wait until no released sandbox is still being reset."""
@@ -213,6 +232,8 @@ class SandboxPool:
         A warm sandbox that has broken while idle is destroyed, never handed out.
 
         :raises PoolExhaustedError: nothing idle and no room; see `can_lease`.
+        :raises Exception: whatever `factory(key)` raises (`SandboxConfigError` for an unknown
+            runtime, say), with no room taken and nothing evicted.
         """
         self._account()
         idle = self._idle.get(key)
@@ -228,14 +249,18 @@ class SandboxPool:
             self._wake.set()  # below min_idle now: the maintenance task tops it up
             return Lease(self, key, sandbox, cold=False)
         if self._alive.get(key, 0) >= self.max_per_key.get(key, self.capacity) or (
-            self._total >= self.capacity and not self._evict_one(key)
+            self._total >= self.capacity and not self._evictable(key)
         ):
             raise PoolExhaustedError(f"no idle {key!r} sandbox and no room for a new one")
+        # Made before any counting or eviction: a factory that raises must cost no room.
+        sandbox = self.factory(key)
+        if self._total >= self.capacity:
+            self._evict_one(key)
         self._total += 1
         self._alive[key] = self._alive.get(key, 0) + 1
         self._busy += 1
         self._cold_starts += 1
-        return Lease(self, key, self.factory(key), cold=True)
+        return Lease(self, key, sandbox, cold=True)
 
     @asynccontextmanager
     async def lease(self, key: str, *, timeout: float = 60.0) -> AsyncIterator[Sandbox]:
@@ -357,8 +382,20 @@ class SandboxPool:
                 elif key in self.prepare:
                     await self.prepare[key](sandbox)
         except (TimeoutError, SandboxInfraError) as exc:
-            problems = [f"reset failed: {type(exc).__name__}: {exc}"]
+            problems = [f"reset failed: {_describe(exc)}"]
             self._quarantined += 1
+        except Exception as exc:
+            # Not the infrastructure (a `prepare` that fails, a backend's bug): still only this
+            # sandbox is suspect, and the pool's other users must go on.
+            _log.error("pool.reset_error", sandbox=sandbox.id, key=key, exc_info=exc)
+            problems = [f"reset failed: {_describe(exc)}"]
+            self._quarantined += 1
+        except BaseException:
+            # Cancelled: the pool exits with an error. The sandbox is neither idle nor destroyed,
+            # so nothing else would ever close it.
+            self._reset_done()
+            await self._discard(key, sandbox)
+            raise
         else:
             if problems:
                 self._validation_failures += 1
@@ -381,10 +418,19 @@ class SandboxPool:
             callback(key)
 
     def _destroy(self, key: str, sandbox: Sandbox) -> None:
+        self._forget(key, sandbox)
+        self._spawn(self._close, sandbox)
+
+    async def _discard(self, key: str, sandbox: Sandbox) -> None:
+        """`_destroy`, closing in the calling task: for a task being cancelled, which must not
+        end before its sandbox is closed."""
+        self._forget(key, sandbox)
+        await self._close(sandbox)
+
+    def _forget(self, key: str, sandbox: Sandbox) -> None:
         self._total -= 1
         self._alive[key] -= 1
         self._destroyed += 1
-        self._spawn(self._close, sandbox)
         self._notify_room()
         self._wake.set()
         for callback in self._on_idle:
@@ -400,10 +446,21 @@ class SandboxPool:
             self._settled.set()
 
     async def _close(self, sandbox: Sandbox) -> None:
-        with anyio.move_on_after(self.close_timeout):
-            await sandbox.close()
+        # Shielded: on an exit by error the pool's tasks are cancelled, and a close cut off leaks
+        # the sandbox. A close that fails is logged: the sandbox is gone from the pool anyway.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.close_timeout) as deadline:
+            try:
+                await sandbox.close()
+            except Exception as exc:
+                _log.warning("pool.close_failed", sandbox=sandbox.id, error=_describe(exc))
+        if deadline.cancelled_caught:
+            _log.warning("pool.close_timed_out", sandbox=sandbox.id, after_s=self.close_timeout)
 
     def _spawn(self, func: Callable[..., Awaitable[object]], *args: object) -> None:
         if self._task_group is None:
             raise RuntimeError("SandboxPool needs `async with` before use")
         self._task_group.start_soon(func, *args)  # type: ignore[arg-type]
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
