@@ -20,6 +20,7 @@ from sandboxes._cgroup import PARENT, ROOT
 
 log = structlog.get_logger(__name__)
 
+UMOUNT_TIMEOUT_S = 10.0
 _NAME = re.compile(r"^roost-([0-9a-f]+)-p(\d+)-")
 
 
@@ -41,8 +42,14 @@ def reap_host_leftovers(base_dir: Path) -> list[str]:
         if match is None or _alive(int(match.group(2))):
             continue
         work = entry / "work"
-        if os.path.ismount(work):
-            subprocess.run(["umount", "-l", str(work)], check=False, timeout=10)
+        try:
+            if os.path.ismount(work):
+                subprocess.run(["umount", "-l", str(work)], check=False, timeout=UMOUNT_TIMEOUT_S)
+        except (OSError, subprocess.SubprocessError) as exc:
+            # Leave this one for a later run's reaper; removing its directory under a live
+            # mount would empty the mount, not free it.
+            log.warning("process_reaper.umount_failed", sandbox=match.group(1), error=str(exc))
+            continue
         shutil.rmtree(entry, ignore_errors=True)
         for controller in ("memory", "pids", "cpu", ""):
             with contextlib.suppress(OSError):

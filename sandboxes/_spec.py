@@ -25,6 +25,8 @@ GiB = 1024 * MiB
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": KiB, "m": MiB, "g": GiB, "t": 1024 * GiB}
+#: The smallest CPU share a sandbox may ask for: 1 ms of each 100 ms cgroup period.
+MIN_CPUS = 0.01
 _USER_RE = re.compile(r"\d+(?::\d+)?")  # fullmatch: `$` would accept "1000\n"
 _SIZE_FIELDS = ("memory", "disk", "output_limit")
 
@@ -78,8 +80,10 @@ class SandboxSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
     def __post_init__(self) -> None:
         # Raising ValueError subclasses here lets msgspec.convert report them with the field path.
-        if not 0 < self.cpus <= 1024:
-            raise SandboxConfigError(f"cpus: must be in (0, 1024], got {self.cpus}")
+        # Below 0.01 the CPU quota falls under the kernel's 1 ms minimum: the cgroup write
+        # fails, and the process backend would run without its memory and pid limits.
+        if not MIN_CPUS <= self.cpus <= 1024:
+            raise SandboxConfigError(f"cpus: must be in [{MIN_CPUS}, 1024], got {self.cpus}")
         if self.memory < 16 * MiB:
             raise SandboxConfigError(f"memory: must be at least 16m, got {self.memory} bytes")
         if self.pids < 8:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import anyio
 import anyio.to_thread
+import structlog
 
 from sandboxes._base import BASE_PATH
 from sandboxes._bwrap import UNPRIVILEGED_UID, BwrapLayout, command_line, passwd_text
@@ -34,6 +35,8 @@ from sandboxes._helper_sandbox import HelperSandbox
 from sandboxes._host_reaper import reap_host_leftovers
 from sandboxes._spawn import SpawnedProcess, run, spawn
 from sandboxes._spec import SandboxSpec
+
+log = structlog.get_logger(__name__)
 
 HELPER_START_TIMEOUT_S = 30.0
 KILL_GRACE_S = 10.0  # how long a killed tree may take to disappear before we call it broken
@@ -85,7 +88,7 @@ class ProcessSandbox(HelperSandbox):
             raise BackendUnavailableError("running as root needs setpriv (util-linux)")
         spec = self._spec
         try:
-            _reap_once(self._base_dir)
+            await _reap_once(self._base_dir)
             self._root = Path(
                 tempfile.mkdtemp(prefix=f"roost-{self._id}-p{os.getpid()}-", dir=self._base_dir)
             )
@@ -240,11 +243,20 @@ def _stopped_in_namespace(root: int, inner_pid: int) -> bool:
     return False
 
 
-def _reap_once(base_dir: Path) -> None:
-    """Clean up after crashed owners, once per process and base directory."""
-    if base_dir not in _reaped:
-        _reaped.add(base_dir)
-        reap_host_leftovers(base_dir)
+async def _reap_once(base_dir: Path) -> None:
+    """Clean up after crashed owners, once per process and base directory.
+
+    In a worker thread: after a crash there may be many leftovers, each an unmount and a tree
+    to delete, and the loop must not stall on them. A cancelled start stops waiting and leaves
+    the thread to finish; the leftovers it removes belong to dead owners only.
+    """
+    if base_dir in _reaped:
+        return
+    _reaped.add(base_dir)
+    try:
+        await anyio.to_thread.run_sync(reap_host_leftovers, base_dir, abandon_on_cancel=True)
+    except OSError as exc:  # best effort: a leftover costs disk, not correctness
+        log.warning("process_reaper.failed", base_dir=str(base_dir), error=str(exc))
 
 
 class _ProcessTransport:

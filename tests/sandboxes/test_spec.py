@@ -58,6 +58,8 @@ def test_spec_from_a_mapping_accepts_human_sizes() -> None:
         ({"user": "1000:1000\n"}, "user"),
         ({"memory": "lots"}, "memory"),
         ({"cpu": 2}, "cpu"),
+        ({"cpus": 0.005}, "cpus"),
+        ({"cpus": 0}, "cpus"),
     ],
 )
 def test_invalid_spec_errors_name_the_field(data: dict[str, object], field: str) -> None:
