@@ -6,9 +6,11 @@ Why it is shaped like this (the channel the solution cannot write):
 - It marks itself non-dumpable (prctl), so processes of the same uid cannot read its memory or
   its file descriptors through /proc, nor ptrace it. If that fails it refuses to run.
 - A solution is imported only in a child process. The child evaluates each test's `call` and
-  sends back the value's repr; the harness parses it as `ast.literal_eval` would (no solution
-  code can run there) and compares it with `expected`, which only the harness evaluates. A child can
-  lie about its own value, but it never learns the value that would pass.
+  sends back the value's repr (a Counter, a namedtuple, a dict view first made the plain value it
+  equals); the harness parses it as `ast.literal_eval` would, plus `frozenset(...)` (no solution
+  code can run there) and compares it with `expected`, which only the harness evaluates. A child
+  can lie about its own value, but it never learns the value that would pass, and no reply it
+  sends can crash the harness.
 - The verdict is one line on the harness's stdout, prefixed by the nonce. Children write to
   their own pipes, never to that stdout, and cannot learn the nonce, so printing "PASSED",
   exiting early or editing files cannot produce a record the host accepts.
@@ -24,13 +26,49 @@ __all__ = ["CHILD_SOURCE", "HARNESS_SOURCE"]
 # No imports beyond builtins and os/sys: every millisecond here is paid per verification.
 CHILD_SOURCE = r"""
 import os, sys, marshal
+from _collections_abc import Mapping, Set  # already imported by os: free
 reply = os.fdopen(os.dup(1), "w")
 null = os.open(os.devnull, os.O_WRONLY)
 os.dup2(null, 1)
 sys.path.insert(0, os.getcwd())
+# Bound here, before the solution runs: its `builtins.repr = ...` then changes what its own code
+# sees, not what this process sends.
+repr, str, type, isinstance, id, len, dict, list, tuple, set, frozenset, getattr, vars = (
+    repr, str, type, isinstance, id, len, dict, list, tuple, set, frozenset, getattr, vars)
+eval, exec, BaseException, EOFError, SystemExit = eval, exec, BaseException, EOFError, SystemExit
+SCALARS = frozenset((int, float, complex, str, bytes, bool, type(None), type(...)))
 def send(i, kind, text):
     reply.write("%d\t%s\t%s\n" % (i, kind, repr(text)[:1000000]))
     reply.flush()
+CONTAINERS = frozenset((dict, list, tuple, set, frozenset))
+def plain_type(value):
+    # The plain type a container equals (==) as; None for anything else.
+    if isinstance(value, Mapping):
+        return dict
+    if isinstance(value, frozenset):
+        return frozenset
+    if isinstance(value, Set):
+        return set
+    if isinstance(value, list):
+        return list
+    return tuple if isinstance(value, tuple) else None
+def plain(value, within):
+    # A Counter, defaultdict, OrderedDict, namedtuple or dict view == the plain value it holds,
+    # but its repr is no literal: send that plain value. `within` holds the containers being
+    # converted, so a cycle is left as it is (its repr is no literal) and the depth is bounded.
+    kind = type(value)
+    if kind in SCALARS or id(value) in within or len(within) > 100:
+        return value
+    make = kind if kind in CONTAINERS else plain_type(value)
+    if make is None:
+        return value
+    within.add(id(value))  # no try/finally: an exception ends the conversion, `within` too
+    if make is dict:
+        out = {plain(k, within): plain(v, within) for k, v in value.items()}
+    else:
+        out = make([v if type(v) in SCALARS else plain(v, within) for v in value])
+    within.discard(id(value))
+    return out
 try:
     # Compiled from source, never from a __pycache__ file that may be stale or planted.
     path = os.path.join(os.getcwd(), sys.argv[1] + ".py")
@@ -58,7 +96,7 @@ while True:
             exec(check, ns)
             send(i, "ok", "")
         else:
-            send(i, "value", repr(eval(call, ns)))
+            send(i, "value", repr(plain(eval(call, ns), set())))
     except BaseException as exc:
         send(i, "error", "%s: %s" % (type(exc).__name__, str(exc)[:300]))
 """
@@ -103,9 +141,16 @@ def literal_node(node):
         return set(map(literal_node, node.elts))
     if kind is _ast.Dict and None not in node.keys:
         return dict(zip(map(literal_node, node.keys), map(literal_node, node.values)))
-    if (kind is _ast.Call and type(node.func) is _ast.Name and node.func.id == "set"
-            and not node.args and not node.keywords):
-        return set()
+    if kind is _ast.Call and type(node.func) is _ast.Name and not node.keywords:
+        name, args = node.func.id, node.args
+        if name == "set" and not args:
+            return set()
+        # repr's form of a frozenset (beyond literal_eval's grammar, and still only parsed): a
+        # set of frozensets has no other spelling.
+        if name == "frozenset" and not args:
+            return frozenset()
+        if name == "frozenset" and len(args) == 1 and type(args[0]) is _ast.Set:
+            return frozenset(map(literal_node, args[0].elts))
     if kind is _ast.UnaryOp and type(node.op) in (_ast.UAdd, _ast.USub):
         number = node.operand.value if type(node.operand) is _ast.Constant else None
         if isinstance(number, NUMBERS):
@@ -140,12 +185,17 @@ def dump(obj):
             out.append("\\u%04x" % code)
     return '"' + "".join(out) + '"'
 
+UNREADABLE = (None, "error", "unreadable reply")
+
 def parse(line):
+    # The child writes the line, and the solution runs in the child: any line must end as the
+    # solution's failure, never as an exception here (that would be an evaluation failure).
     parts = line.decode(errors="replace").split("\t", 2)
     try:
-        return int(parts[0]), parts[1], literal(parts[2])
-    except (IndexError, ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None, "error", "unreadable reply"
+        i, kind, payload = int(parts[0]), parts[1], literal(parts[2])
+    except Exception:
+        return UNREADABLE
+    return (i, kind, payload) if type(payload) is str else UNREADABLE
 
 class Child:
     def __init__(self):
@@ -167,11 +217,16 @@ class Child:
         os.close(child_out)
         self.buf = b""
         first = self.read(limit + 5.0)
-        self.import_error = None
-        if not isinstance(first, tuple):
-            self.import_error = "the solution did not load (crashed or timed out)"
+        # (status, detail) for every test when the solution did not load. A load that timed out
+        # or died may be the machine's load or a kill, not the program alone: it must not be
+        # `error`, which a reused verdict takes for the program's own (tasks/_reuse.py).
+        self.unloaded = None
+        if first == "timeout":
+            self.unloaded = ("timeout", "the solution did not load within %ss" % (limit + 5.0))
+        elif first is None:
+            self.unloaded = ("crash", "the solution's process died while loading")
         elif first[1] != "ok":
-            self.import_error = str(first[2])
+            self.unloaded = ("error", first[2][:300])
 
     def read(self, timeout):
         deadline = time.monotonic() + timeout
@@ -227,8 +282,9 @@ def judge():
                 results.extend({"name": t.get("name") or "test_%d" % j, "status": "crash",
                                 "detail": detail} for j, t in enumerate(tests) if j >= i)
                 break
-        if child.import_error is not None:
-            results.append({"name": name, "status": "error", "detail": child.import_error})
+        if child.unloaded is not None:
+            results.append({"name": name, "status": child.unloaded[0],
+                            "detail": child.unloaded[1]})
             continue
         reply = child.ask(i, test)
         if not isinstance(reply, tuple):
@@ -241,7 +297,8 @@ def judge():
             continue
         rid, kind, payload = reply
         if rid != i:
-            results.append({"name": name, "status": "error", "detail": "reply out of order"})
+            detail = payload if rid is None else "reply out of order"
+            results.append({"name": name, "status": "error", "detail": detail})
         elif kind == "error":
             results.append({"name": name, "status": "error", "detail": str(payload)[:300]})
         elif test.get("check"):
@@ -250,7 +307,7 @@ def judge():
             expected = eval(test["expected"], {})
             try:
                 got = literal(payload) if kind == "value" else None
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            except Exception:  # whatever the child sent: the solution's failure, not ours
                 results.append({"name": name, "status": "failed", "detail": "not a plain value"})
                 continue
             if kind == "value" and same(got, expected):

@@ -11,8 +11,10 @@ their own).
 Every reward still comes from a real execution of that exact program on those exact tests;
 what it assumes is that the tests are deterministic. Only outcomes that do not depend on the
 machine's load or the sandbox's state are reused: a pass, and a failure whose tests each
-passed, failed or raised. A timeout, a crash, a limit, a broken sandbox or a broken verifier
-is never reused, so its repeat runs for itself.
+passed, failed or raised (`error`: in the call, or while the program loaded). A timeout, a
+crash, a limit, a broken sandbox or a broken verifier is never reused, so its repeat runs for
+itself; the harness reports a load that timed out or died as `timeout` or `crash`, never
+`error`, for that reason.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from tasks._verify import Verifier
 
 __all__ = ["ReusingVerifier", "reusable", "verdict_key"]
 
+# `error` is an exception the program raised, a function of the program; never the harness's
+# word for a load that timed out or died (tasks/_harness.py reports those as timeout or crash).
 _REUSABLE_STATUSES = frozenset({"passed", "failed", "error"})
 _encode = msgspec.msgpack.Encoder()
 

@@ -70,6 +70,11 @@ ATTACKS = {
     + "        except OSError:\n"
     + "            break\n"
     + "    os._exit(1)\n",
+    # Before the child bound its builtins, this made every reply's payload the int 2, and the
+    # harness died on it: an evaluation failure the agent could cause at will.
+    "redirect_repr": WRONG + "import builtins\nbuiltins.repr = lambda value: '2'\n",
+    # The child's own `repr` replaced: its replies carry a non-string payload.
+    "send_a_payload_that_is_no_string": WRONG + "import __main__\n__main__.repr = lambda v: '2'\n",
     "kill_the_harness_and_forge": WRONG
     + "import os, signal, json\n"
     + "print('deadbeef', json.dumps({'solutions': [{'tests': []}]}), flush=True)\n"

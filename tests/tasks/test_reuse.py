@@ -19,6 +19,7 @@ from tasks import (
     TestsVerifier,
     Verdict,
 )
+from tasks._reuse import reusable
 from tests.conftest import REAL
 from tests.tasks._helpers import ADD_ONE, FakeSandbox, real_sandbox
 
@@ -209,3 +210,27 @@ async def test_repeats_of_a_run_that_timed_out_run_side_by_side() -> None:
         repeats_gate.set()
     assert got == [timed_out] * 4
     assert verifier.reused == 0
+
+
+@pytest.mark.parametrize("anyio_backend", [REAL])
+async def test_a_load_that_timed_out_or_died_is_run_again_but_one_that_raised_is_reused() -> None:
+    # The shortest limits: the harness waits timeout_s + 5 s for the program to load.
+    quick = msgspec.structs.replace(ADD_ONE, timeout_s=0.1)
+    right = "    return x + 1\n"
+    slow = right + "import time\ntime.sleep(60)\n"  # a right program, slow to start
+    died = right + "import os\nos._exit(3)\n"
+    raised = right + "raise ImportError('no such module')\n"
+    verifier = ReusingVerifier(TestsVerifier())
+    async with real_sandbox() as sandbox:
+        verdicts = {text: await verifier.verify(quick, text, sandbox) for text in (slow, died)}
+        for text in (died, raised, raised):
+            verdicts[text] = await verifier.verify(quick, text, sandbox)
+    assert [t.status for t in verdicts[slow].tests] == ["timeout"] * 3, verdicts[slow]
+    assert "did not load within 5.1s" in verdicts[slow].reason
+    assert not reusable(quick, verdicts[slow])
+    assert [t.status for t in verdicts[died].tests] == ["crash"] * 3, verdicts[died]
+    assert not verdicts[died].reused  # its repeat ran for itself
+    assert [t.status for t in verdicts[raised].tests] == ["error"] * 3, verdicts[raised]
+    assert "ImportError: no such module" in verdicts[raised].reason
+    assert verdicts[raised].reused  # the program's own failure: its repeat got the verdict
+    assert (verifier.runs, verifier.reused) == (4, 1)
