@@ -3,13 +3,16 @@
 Their tests are assertions meant to run next to the solution, where the solution could subvert
 them. Each `assert <call> == <literal>` becomes a call/expected test judged out of process (see
 `tasks/_harness.py`); anything else is kept as one `check` test and the task is tagged
-`weak-channel`, so `tasks check` and the docs can say which tasks rely on it.
+`weak-channel`, so `tasks check` and the docs can say which tasks rely on it. So is a call that
+needs a name the child evaluating it does not have (the test module's imports and assignments,
+a `check` parameter other than `candidate`).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+from collections.abc import Set
 from typing import Any
 
 import msgspec
@@ -49,8 +52,12 @@ def _literal(node: ast.expr) -> str | None:
     return source
 
 
-def _as_call(stmt: ast.stmt) -> TestCase | None:
-    """A call/expected test from `assert CALL == LITERAL`, or None."""
+def _as_call(stmt: ast.stmt, unavailable: Set[str]) -> TestCase | None:
+    """A call/expected test from `assert CALL == LITERAL`, or None.
+
+    None too when CALL uses a name in `unavailable`: the child that evaluates it has only the
+    solution's names and `candidate`.
+    """
     if not isinstance(stmt, ast.Assert) or not isinstance(stmt.test, ast.Compare):
         return None
     cmp = stmt.test
@@ -59,21 +66,52 @@ def _as_call(stmt: ast.stmt) -> TestCase | None:
     expected = _literal(cmp.comparators[0])
     if expected is None or _literal(cmp.left) is not None:
         return None
+    if any(isinstance(n, ast.Name) and n.id in unavailable for n in ast.walk(cmp.left)):
+        return None
     return TestCase(call=ast.unparse(cmp.left), expected=expected)
 
 
-def _convert(statements: list[ast.stmt]) -> list[TestCase] | None:
+def _convert(
+    statements: list[ast.stmt], unavailable: Set[str] = frozenset()
+) -> list[TestCase] | None:
+    """Call/expected tests for every statement, or None when one cannot be converted."""
     tests = []
     for stmt in statements:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
             continue  # a docstring
         if isinstance(stmt, ast.Pass):
             continue
-        test = _as_call(stmt)
+        test = _as_call(stmt, unavailable)
         if test is None:
             return None
         tests.append(test)
     return tests or None
+
+
+def _unavailable(module: ast.Module, check: ast.FunctionDef) -> set[str] | None:
+    """Names a converted call could use that the child lacks: what the test module binds at
+    its top (imports, assignments, `check`, ...) and `check`'s parameters but `candidate`.
+    None when that cannot be known (`from m import *`).
+    """
+    names: set[str] = set()
+    for stmt in module.body:
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            for alias in stmt.names:
+                if alias.name == "*":
+                    return None
+                names.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(stmt.name)
+        else:  # assignment targets and `:=`; over-counting only costs a conversion
+            names.update(
+                n.id
+                for n in ast.walk(stmt)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            )
+    args = check.args
+    params = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+    names.update(a.arg for a in params if a is not None and a.arg != "candidate")
+    return names
 
 
 def _parse(field: str, source: str) -> ast.Module:
@@ -100,10 +138,14 @@ def from_humaneval(raw: dict[str, Any]) -> Task:
     only_metadata = all(
         isinstance(n, ast.Assign | ast.Expr | ast.Import | ast.ImportFrom) for n in others
     )
-    tests = _convert(check.body) if only_metadata else None
+    # The child evaluates the converted calls with the solution's names and `candidate`, and
+    # never runs the test module: a call that uses its imports or assignments (`math.pi`, `K`)
+    # or a parameter of `check` not named `candidate` keeps the module whole as one check.
+    unavailable = _unavailable(module, check)
+    tests = _convert(check.body, unavailable) if only_metadata and unavailable is not None else None
     tags = ["humaneval"]
     if tests is None:
-        tests = [TestCase(check=f"{test}\ncheck(candidate)\n", name="check")]
+        tests = [_check_test("test", f"{test}\ncheck(candidate)\n")]
         tags.append("weak-channel")
     return _build(raw, task_id, prompt, prompt, entry, tests, tags, raw.get("canonical_solution"))
 
@@ -134,10 +176,20 @@ def from_mbpp(raw: dict[str, Any]) -> Task:
     tests = None if setup.strip() else _convert(statements)
     tags = ["mbpp"]
     if tests is None:
-        tests = [TestCase(check=setup + "\n" + "\n".join(asserts) + "\n", name="check")]
+        if setup.strip():
+            _check_test("test_setup_code", setup)  # its own errors named as its own
+        tests = [_check_test("test_list", setup + "\n" + "\n".join(asserts) + "\n")]
         tags.append("weak-channel")
     prompt = f"{text}\nYour code should pass: {asserts[0]}\n"
     return _build(raw, task_id, prompt, "", entry, tests, tags, code)
+
+
+def _check_test(field: str, source: str) -> TestCase:
+    """The test code kept whole as one `check`; a ValueError names `field` if it cannot run."""
+    try:
+        return TestCase(check=source, name="check")
+    except ValueError as exc:  # `TestCase` compiles it: `return` outside a function, ...
+        raise ShapeError(field, str(exc).removeprefix("check: ")) from None
 
 
 def _build(

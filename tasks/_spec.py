@@ -6,6 +6,9 @@ field), and a verdict can go to the run log or over a wire unchanged.
 
 from __future__ import annotations
 
+import ast
+import builtins
+import functools
 import posixpath
 import re
 from typing import Literal
@@ -35,6 +38,9 @@ class TestCase(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     `candidate` bound to the entry point) that pass when they raise nothing; code that shares a
     process with the solution can be subverted by it, so prefer call/expected (the HumanEval
     loader converts `assert candidate(...) == value` lines into that form).
+
+    :raises ValueError: naming the field, when `call`, `expected` or `check` does not compile,
+        or `expected` uses a name other than a builtin's (the harness evaluates it alone).
     """
 
     __test__ = False  # not a pytest class
@@ -48,8 +54,63 @@ class TestCase(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         if self.check:
             if self.call or self.expected:
                 raise ValueError("a test has either `check` or `call` + `expected`, not both")
+            fields = {"check": self.check}
         elif not (self.call and self.expected):
             raise ValueError("a test needs `call` and `expected` (or `check`)")
+        else:
+            fields = {"call": self.call, "expected": self.expected}
+        # Checked at load time: a test that is not Python would otherwise score every right
+        # answer 0 (a bad `call` or `check`) or crash the harness on every one (`expected`).
+        for field, source in fields.items():
+            problem = _problem(field, source)
+            if problem is not None:
+                raise ValueError(f"{field}: {problem}")
+
+
+# Cached: generated tasks repeat the same calls and values (`f(3)`, `9`) thousands of times.
+@functools.lru_cache(maxsize=4096)
+def _problem(field: str, source: str) -> str | None:
+    """Why `source` cannot run as the test's `field` in the harness, or None if it can.
+
+    `call` and `expected` are `eval`ed (which drops leading spaces and tabs), `check` is
+    `exec`ed; compiling adds the checks the parser leaves out (`return` outside a function).
+    `expected` is evaluated by the harness alone (`eval(expected, {})`), so it may use
+    builtins and the names it binds itself (a comprehension's, a lambda's), nothing else.
+    """
+    name = f"<{field}>"
+    try:
+        tree: ast.Module | ast.Expression
+        if field == "check":
+            tree = ast.parse(source, name, "exec")
+        else:
+            source = source.lstrip(" \t")
+            tree = ast.parse(source, name, "eval")
+        compile(tree, name, "exec" if field == "check" else "eval", dont_inherit=True)
+    except SyntaxError as exc:
+        where = f" (line {exc.lineno})" if exc.lineno and "\n" in source.rstrip("\n") else ""
+        return f"not valid Python: {exc.msg}{where}"
+    except ValueError as exc:  # null bytes, on some Python versions
+        return f"not valid Python: {exc}"
+    except (RecursionError, MemoryError):
+        return "nested too deeply to compile"
+    if field != "expected":
+        return None
+    nodes = list(ast.walk(tree))
+    bound = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    bound |= {a.arg for n in nodes if isinstance(n, ast.arguments) for a in _params(n)}
+    free = [
+        n.id
+        for n in nodes
+        if isinstance(n, ast.Name) and n.id not in bound and not hasattr(builtins, n.id)
+    ]
+    if free:
+        return f"name {free[0]!r} is not defined where the harness evaluates it (only builtins are)"
+    return None
+
+
+def _params(args: ast.arguments) -> list[ast.arg]:
+    extra = [a for a in (args.vararg, args.kwarg) if a is not None]
+    return [*args.posonlyargs, *args.args, *args.kwonlyargs, *extra]
 
 
 class Task(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

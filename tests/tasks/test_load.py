@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from tasks import TaskFormatError, load_tasks, read_tasks
+from tasks import TaskFormatError, TestCase, load_tasks, read_tasks
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "tasks"
 
@@ -79,6 +80,54 @@ def test_each_kind_of_bad_field_is_named(
     assert words in str(info.value)
     if field != "task":
         assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("test", "words"),
+    [
+        # Each would load and then fail every answer: scored 0 as the agent's SyntaxError
+        # (`call`, `check`), or a harness crash, an evaluation failure (`expected`).
+        ({"call": "f(1", "expected": "2"}, "call: not valid Python: '(' was never closed"),
+        ({"call": "f(1)", "expected": "2 +"}, "expected: not valid Python: invalid syntax"),
+        ({"call": "f(1)", "expected": "two"}, "expected: name 'two' is not defined"),
+        ({"check": "assert candidate(1) ==\n"}, "check: not valid Python: invalid syntax"),
+        (
+            {"check": "x = 1\nreturn x\n"},
+            "check: not valid Python: 'return' outside function (line 2)",
+        ),
+    ],
+)
+def test_a_test_that_is_not_valid_python_is_rejected_at_load(
+    tmp_path: Path, test: dict[str, str], words: str
+) -> None:
+    path = write_jsonl(tmp_path, [GOOD, GOOD | {"id": "t2", "tests": [GOOD["tests"][0], test]}])
+    with pytest.raises(TaskFormatError) as info:
+        load_tasks(path)
+    assert (info.value.line, info.value.field) == (2, "tests[1]")
+    assert words in info.value.message
+
+
+def test_a_test_that_is_not_valid_python_names_its_toml_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(TOML_OK.replace('level = "hard"', "").replace('call = "f(1)"', 'call = "f(1"'))
+    with pytest.raises(TaskFormatError) as info:
+        load_tasks(path)
+    assert info.value.line == 7  # the first `[[task.tests]]`
+    assert str(info.value) == f"{path}:7: tests[0]: call: not valid Python: '(' was never closed"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"call": "  f(1)", "expected": " 2"},  # the harness `eval`s both: leading blanks drop
+        {"call": "f(1)", "expected": "[i * 2 for i in range(3)]"},  # names it binds itself
+        {"call": "f(1)", "expected": "(lambda a, *b: a)(2)"},
+        {"call": "f(1)", "expected": "frozenset({float('inf'), -1j})"},  # builtins
+        {"check": "def g():\n    return 1\nassert candidate(g()) == 2\n"},
+    ],
+)
+def test_tests_that_the_harness_can_run_still_load(fields: dict[str, str]) -> None:
+    assert msgspec.structs.asdict(TestCase(**fields)).items() >= fields.items()
 
 
 def test_duplicate_ids_are_rejected_with_both_lines(tmp_path: Path) -> None:
