@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pickle
 import random
 import tempfile
 import time
@@ -39,6 +40,7 @@ from policies.staleness import make_correction
 
 __all__ = [
     "Checkpoint",
+    "CorruptCheckpointError",
     "LearnerConfig",
     "LearnerCore",
     "StepStats",
@@ -210,8 +212,11 @@ class LearnerConfig:
     # a lighter KL anchor they ended higher than with the anchor alone (docs/learning.md).
     demo_coef: float = 0.0
     demo_batch: int = 16
+    # A watchdog on each thread call (step, publication's copy, checkpoint): past it the call
+    # is logged and counted, never abandoned (actors/learner.py says why).
     step_timeout_s: float = 600.0
-    publish_timeout_s: float = 120.0
+    publish_timeout_s: float = 120.0  # per try of the publication's ask
+    publish_attempts: int = 3
     seed: int = 0
 
 
@@ -268,6 +273,8 @@ class LearnerCore:
             raise ValueError(f"micro_batch_tokens must be >= 1, got {config.micro_batch_tokens}")
         if config.minibatches < 1:
             raise ValueError(f"minibatches must be >= 1, got {config.minibatches}")
+        if config.publish_attempts < 1:
+            raise ValueError(f"publish_attempts must be >= 1, got {config.publish_attempts}")
         if not 0.0 <= config.average_decay < 1.0:
             raise ValueError(f"average_decay must be in [0, 1), got {config.average_decay}")
         if config.imitation_coef < 0:
@@ -484,10 +491,29 @@ class LearnerCore:
         self.imitation.restore(ckpt.imitation)
 
 
+class CorruptCheckpointError(ValueError):
+    """A checkpoint file that cannot be used (empty, truncated, not a checkpoint, or missing a
+    field); the message names the file and what is wrong with it."""
+
+
+#: What `save` writes and a resume cannot do without (later additions have defaults).
+_CHECKPOINT_KEYS = (
+    "model",
+    "optimizer",
+    "version",
+    "torch_rng",
+    "python_rng",
+    "consumed",
+    "curriculum",
+)
+
+
 def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     """A checkpoint file, or the newest `ckpt-*.pt` in a directory.
 
     :raises FileNotFoundError: no checkpoint there.
+    :raises CorruptCheckpointError: the file is there but unusable (a `ValueError`, as
+        `roost.train.phases.load_weights` raises for a weights file).
     """
     target = Path(path)
     if target.is_dir():
@@ -495,20 +521,43 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
         if not found:
             raise FileNotFoundError(f"no ckpt-*.pt in {target}")
         target = found[-1]
-    # Data only, never code; `bytes` (the curriculum blob, pickled as a call when empty) is
-    # the one builtin a checkpoint needs beyond what weights_only allows by default.
-    with torch.serialization.safe_globals([bytes]):
-        data = torch.load(target, map_location="cpu", weights_only=True)
-    return Checkpoint(
-        model=data["model"],
-        optimizer=data["optimizer"],
-        version=int(data["version"]),
-        torch_rng=data["torch_rng"],
-        python_rng=data["python_rng"],
-        consumed=list(data["consumed"]),
-        curriculum=bytes(data["curriculum"]),
-        cuda_rng=list(data.get("cuda_rng", [])),
-        average=data.get("average"),
-        imitation=list(data.get("imitation", [])),
-        path=target,
-    )
+    elif not target.exists():
+        raise FileNotFoundError(f"no checkpoint at {target}")
+    if target.stat().st_size == 0:
+        raise CorruptCheckpointError(f"{target}: empty checkpoint file")
+    try:
+        # Data only, never code; `bytes` (the curriculum blob, pickled as a call when empty)
+        # is the one builtin a checkpoint needs beyond what weights_only allows by default.
+        with torch.serialization.safe_globals([bytes]):
+            data = torch.load(target, map_location="cpu", weights_only=True)
+    except (FileNotFoundError, PermissionError):
+        raise
+    # A truncated archive raises OSError (errno 22), RuntimeError or EOFError; other bytes an
+    # UnpicklingError. Their own messages name neither the file nor the cause.
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
+        first_line = str(exc).splitlines()[0] if str(exc) else ""
+        raise CorruptCheckpointError(
+            f"{target}: unreadable checkpoint, truncated or corrupt "
+            f"({type(exc).__name__}: {first_line})"
+        ) from None
+    if not isinstance(data, dict):
+        raise CorruptCheckpointError(f"{target}: holds a {type(data).__name__}, not a checkpoint")
+    missing = [key for key in _CHECKPOINT_KEYS if key not in data]
+    if missing:
+        raise CorruptCheckpointError(f"{target}: incomplete checkpoint, no {', '.join(missing)}")
+    try:
+        return Checkpoint(
+            model=data["model"],
+            optimizer=data["optimizer"],
+            version=int(data["version"]),
+            torch_rng=data["torch_rng"],
+            python_rng=data["python_rng"],
+            consumed=list(data["consumed"]),
+            curriculum=bytes(data["curriculum"]),
+            cuda_rng=list(data.get("cuda_rng", [])),
+            average=data.get("average"),
+            imitation=list(data.get("imitation", [])),
+            path=target,
+        )
+    except (TypeError, ValueError) as exc:
+        raise CorruptCheckpointError(f"{target}: a field of the wrong type: {exc}") from None

@@ -315,11 +315,20 @@ class Generator(Actor):
     def _check(self, msg: GenerateRequest) -> str | None:
         if not isinstance(msg.reply, _Reply):
             return "GenerateRequest.reply must come from GeneratorClient"
-        vocab = getattr(getattr(self.policy, "config", None), "vocab_size", None)
+        model = getattr(self.policy, "config", None)
+        vocab = getattr(model, "vocab_size", None)
+        max_len = getattr(model, "max_len", None)
         if not msg.prompt:
             return "empty prompt"
         if vocab is not None and not all(0 <= t < vocab for t in msg.prompt):
             return f"prompt has token ids outside 0..{vocab - 1}"
+        # Checked here, per request: in the batch, the model's own check fails every request.
+        new = self.config.max_new_tokens
+        if max_len is not None and len(msg.prompt) + new > max_len:
+            return (
+                f"prompt of {len(msg.prompt)} tokens plus {new} new tokens exceeds the "
+                f"model's max_len {max_len}"
+            )
         return None
 
     def _schedule(self) -> None:

@@ -6,8 +6,14 @@ the two agree) and the staleness book allows it (no running rollout would fall p
 bound); it takes the oldest groups first. Any sample already past the bound is dropped and
 counted (a guard that should read zero). After a step the new weights go to the generator (an
 ask: the reply means they are being served), then the book's version moves on, which reopens
-admission. The step itself runs in a worker thread, under a deadline; the loss is in
+admission. The step itself runs in a worker thread, watched by a deadline; the loss is in
 `actors/_grpo.py`.
+
+Failures keep one invariant: every consumed sample is in exactly one version's record (the
+`on_published` callback, called once per applied version). A step whose update raises puts
+its batch back and crashes the actor: the supervisor (`keep_state`, `redeliver`) hands the
+message back, and the handler, which ignores samples it already holds, retries the batch. A
+step that was applied is booked whatever happens to its publication (retried, then given up).
 """
 
 from __future__ import annotations
@@ -15,12 +21,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 
 from actors._learner_core import (
     Checkpoint,
+    CorruptCheckpointError,
     LearnerConfig,
     LearnerCore,
     StepStats,
@@ -36,6 +44,7 @@ from runtime import Actor, ActorRef, Message, handler
 
 __all__ = [
     "Checkpoint",
+    "CorruptCheckpointError",
     "GetLearnerStatistics",
     "Learner",
     "LearnerConfig",
@@ -48,6 +57,8 @@ __all__ = [
     "episodes_in",
     "load_checkpoint",
 ]
+
+T = TypeVar("T")
 
 
 class ScoredGroup(Message):
@@ -87,6 +98,10 @@ class LearnerStatistics:
     idle_fraction: float
     last: StepStats | None
     checkpoints: int
+    waiting: int = 0  # samples buffered for a later step
+    failed_steps: int = 0  # updates that raised (their batch went back to the buffer)
+    overdue: int = 0  # thread calls still running at the `step_timeout_s` watchdog
+    unpublished: int = 0  # versions the generator never confirmed (publication given up)
 
 
 class Learner(Actor):
@@ -117,10 +132,12 @@ class Learner(Actor):
         self._staleness: dict[int, int] = {}
         self._dropped = self._duplicates = self._steps = self._samples = self._checkpoints = 0
         self._optimizer_steps = 0
+        self._failed_steps = self._overdue = self._unpublished = 0
         self._busy_s = 0.0
         self._first_seen: float | None = None
         self._last: StepStats | None = None
         book.resume_at(self.core.version)
+        self._served = book.version  # the version the generator last confirmed serving
 
     async def on_start(self) -> None:
         m = self.system.metrics
@@ -146,7 +163,13 @@ class Learner(Actor):
     async def scored_group(self, msg: ScoredGroup) -> None:
         if self._first_seen is None:
             self._first_seen = time.perf_counter()
-        fresh = [t for t in msg.trajectories if t.rollout_id not in self.core.consumed]
+        # A redelivered message (after a crash) brings samples the buffer already holds.
+        held = {t.rollout_id for group in self._buffer for t in group}
+        fresh = [
+            t
+            for t in msg.trajectories
+            if t.rollout_id not in self.core.consumed and t.rollout_id not in held
+        ]
         self._duplicates += len(msg.trajectories) - len(fresh)
         if fresh:
             self._buffer.append(fresh)
@@ -175,6 +198,10 @@ class Learner(Actor):
             idle_fraction=self._idle_fraction(),
             last=self._last,
             checkpoints=self._checkpoints,
+            waiting=sum(len(group) for group in self._buffer),
+            failed_steps=self._failed_steps,
+            overdue=self._overdue,
+            unpublished=self._unpublished,
         )
 
     # -- stepping --------------------------------------------------------------------------------
@@ -202,17 +229,44 @@ class Learner(Actor):
         return batch
 
     async def _step(self, batch: list[list[Trajectory]]) -> None:
-        u = self.core.version
+        """Train on `batch`, publish, book the version, maybe checkpoint.
+
+        :raises Exception: what the update raised, with `batch` back at the buffer's front.
+        """
+        stats: StepStats | None = None
+        started = time.perf_counter()
+        try:
+            try:
+                stats = await self._in_thread("step", self.core.update, batch)
+            except Exception:
+                # No version was made and nothing booked: the batch waits again, oldest first,
+                # and the crash goes to the supervisor, whose redelivered message retries it.
+                # (With minibatches, an optimizer step made before the failure stays made.)
+                self._buffer[:0] = batch
+                self._failed_steps += 1
+                raise
+            self._account(batch, stats)
+            await self._publish(stats.version)
+        finally:
+            self._busy_s += time.perf_counter() - started
+            # Whatever happened, the book hears what the generator serves: at k = 0 it shuts
+            # admission from `may_step` until then (roost/train/book.py).
+            self.book.version = self._served
+            # A version made is booked even if its publication failed: its samples are now
+            # consumed, and this is the one call that records them under it.
+            if stats is not None and self.on_published is not None:
+                self.on_published(stats.version)
+        every = self.config.checkpoint_every
+        if every and self.config.checkpoint_dir and self.core.version % every == 0:
+            await self._checkpoint()
+
+    def _account(self, batch: list[list[Trajectory]], stats: StepStats) -> None:
+        trained_at = stats.version - 1
         for group in batch:
             for t in group:
-                lag = u - t.oldest_version
+                lag = trained_at - t.oldest_version
                 self._staleness[lag] = self._staleness.get(lag, 0) + 1
                 self._m_stale.record(float(lag))
-        started = time.perf_counter()
-        with anyio.fail_after(self.config.step_timeout_s):
-            stats = await anyio.to_thread.run_sync(self.core.update, batch)
-            state = await anyio.to_thread.run_sync(self.core.publishable_state)
-        self._busy_s += time.perf_counter() - started
         self._steps += 1
         self._optimizer_steps += stats.optimizer_steps
         self._samples += stats.samples
@@ -220,29 +274,73 @@ class Learner(Actor):
         self._m_step.record(stats.seconds)
         self._m_is.record(stats.loss.is_weight_mean)
         self._m_reward.record(max(0.0, stats.reward_mean))
-        served = stats.version
-        if self.generator is not None:
-            served = await self.generator.ask(
-                WeightsPublished(version=stats.version, state=state),
-                timeout=self.config.publish_timeout_s,
-            )
-            if served != stats.version:
-                self.log.error("publish_not_taken", version=stats.version, served=served)
-        # Admission counts from what the generator serves, so a refused switch only slows it.
-        self.book.version = served
-        if self.on_published is not None:
-            self.on_published(stats.version)
-        every = self.config.checkpoint_every
-        if every and self.config.checkpoint_dir and stats.version % every == 0:
-            await self._checkpoint()
+
+    async def _publish(self, version: int) -> None:
+        """Hand `version`'s weights to the generator; `_served` becomes the version it serves.
+
+        A failed or timed-out try is retried, up to `publish_attempts` in all: the generator
+        loads only a version newer than its own and replies with what it serves, so a retry
+        also learns what a late first try did. After the last, the version stays unpublished
+        (counted) and admission keeps counting from the last version confirmed; at k = 0 that
+        holds admission shut, as on-policy training must while the old weights are served.
+        """
+        if self.generator is None:
+            self._served = version
+            return
+        state: dict[str, Any] | None = None
+        for attempt in range(1, self.config.publish_attempts + 1):
+            try:
+                if state is None:
+                    state = await self._in_thread("publish", self.core.publishable_state)
+                served = await self.generator.ask(
+                    WeightsPublished(version=version, state=state),
+                    timeout=self.config.publish_timeout_s,
+                )
+            except Exception as exc:
+                self.log.error("publish_failed", version=version, attempt=attempt, exc_info=exc)
+                continue
+            if served != version:
+                self.log.error("publish_not_taken", version=version, served=served)
+            self._served = served
+            return
+        self._unpublished += 1
+        self.log.error("publish_given_up", version=version, served=self._served)
 
     async def _checkpoint(self) -> None:
         directory = self.config.checkpoint_dir
         assert directory is not None
-        with anyio.fail_after(self.config.step_timeout_s):
-            path = await anyio.to_thread.run_sync(self.core.save, directory)
+        path = await self._in_thread("checkpoint", self.core.save, directory)
         self._checkpoints += 1
         self.log.info("checkpoint_saved", path=str(path), version=self.core.version)
+
+    async def _in_thread(self, work: str, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` in a worker thread, under the `step_timeout_s` watchdog.
+
+        The deadline reports (logs `learner_overdue`, counts `overdue`); it never cancels. A
+        thread cannot be stopped, and abandoning one is never safe here: an update or a save
+        still running would share the weights and the optimizer with the next step. So the
+        work is awaited to its end and its result kept, even by a cancelled caller (the wait
+        is shielded: the caller would wait for the thread anyway, and can then book it).
+        """
+        outcome: list[T] = []
+        failure: Exception | None = None
+
+        async def watchdog() -> None:
+            await anyio.sleep(self.config.step_timeout_s)
+            self._overdue += 1
+            self.log.error("learner_overdue", work=work, deadline_s=self.config.step_timeout_s)
+
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as group:
+                group.start_soon(watchdog)
+                try:
+                    outcome.append(await anyio.to_thread.run_sync(fn, *args))
+                except Exception as exc:  # raised below, not wrapped in the group's
+                    failure = exc
+                group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return outcome[0]
 
     def _idle_fraction(self) -> float:
         if self._first_seen is None:

@@ -10,10 +10,13 @@ signal. This book was written while the batch counted samples (model turns), whe
 learner could step on B samples from fewer than B episodes with the gate open.
 
 This book keeps a second, independent closing at k = 0: from the moment the learner may
-step until it has published (the learner sets `version` once the generator acknowledged, or
-refused, the new weights), nothing is admitted. It costs nothing (at k = 0 nothing would be
-admitted then anyway) and does not rest on the collector's order of settling. For k >= 1 a
+step until its step has ended, nothing is admitted. It costs nothing (at k = 0 nothing would
+be admitted then anyway) and does not rest on the collector's order of settling. For k >= 1 a
 rollout starting then is at most one version stale and the stepping rule covers it.
+
+Setting `version` ends the closing, so the learner sets it however the step ends (in a
+`finally`: published, refused, given up, or failed with its batch put back); before, a
+failed step left admission shut at k = 0 for the rest of the run.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ class TrainBook(StalenessBook):
     @version.setter
     def version(self, value: int) -> None:
         self._version = value
-        self._stepping = False  # the learner sets the version once a step is published
+        self._stepping = False  # the learner sets the version whenever a step ends
 
     def may_step(self, learner_version: int) -> bool:
         allowed = super().may_step(learner_version)

@@ -66,9 +66,10 @@ class EpisodeStore:
 
 def encode_prompt(tokenizer: ByteTokenizer, text: str, room: int) -> list[int]:
     """BOS + the prompt's bytes, cut from the left to fit `room` tokens (the end of a prompt,
-    where the body starts, matters most)."""
+    where the body starts, matters most). With `room` <= 1, BOS alone: the shortest prompt."""
     ids = tokenizer.encode(text, bos=False)
-    return [tokenizer.bos, *ids[-(room - 1) :]]
+    keep = max(0, room - 1)  # ids[-0:] would be the whole prompt
+    return [tokenizer.bos, *ids[max(0, len(ids) - keep) :]]
 
 
 class EpisodeWorker(Actor):

@@ -22,7 +22,7 @@ from actors.generator import (
 )
 from policies.neural import Sample, generate
 from runtime import ActorSystem
-from tests.learning._tiny import REAL, GatedPolicy, prompts, tiny_policy
+from tests.learning._tiny import REAL, Decoding, GatedPolicy, prompts, tiny_policy
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", [REAL])]
 
@@ -227,12 +227,17 @@ async def test_continuous_batching_needs_a_policy_that_can_join() -> None:
         Generator(_ScriptedPolicy(), GeneratorConfig(continuous=True))  # type: ignore[arg-type]
 
 
+class _JoinFails(GatedPolicy):
+    def join(self, *args: object, **kwargs: object) -> Decoding:
+        raise RuntimeError("no room in the cache")
+
+
 async def test_a_failed_join_fails_only_the_joiner_and_the_batch_carries_on() -> None:
-    policy = GatedPolicy(seed=0)
+    policy = _JoinFails(seed=0)
     config = GeneratorConfig(
         max_batch=4, max_wait_s=0.0, max_new_tokens=40, temperature=0, continuous=True
     )
-    first, too_long = [257, 120, 61], [257] * 40  # 40 + 40 new tokens > max_len 64
+    first, joiner = [257, 120, 61], [257, 99, 61]
     async with ActorSystem(lag_interval=None) as system:
         gen = system.spawn(lambda: Generator(policy, config), name="generator")
         client = GeneratorClient(gen, timeout_s=30)
@@ -245,13 +250,37 @@ async def test_a_failed_join_fails_only_the_joiner_and_the_batch_carries_on() ->
             group.start_soon(ask)
             assert await anyio.to_thread.run_sync(policy.entered.wait, 30)
             reply = _Reply()
-            await gen.tell(GenerateRequest(prompt=too_long, reply=reply))
+            await gen.tell(GenerateRequest(prompt=joiner, reply=reply))
             policy.release.set()
             with anyio.fail_after(30):
                 await reply.event.wait()
         stats = await gen.ask(GetGeneratorStatistics(), timeout=10)
-    assert reply.error is not None
-    assert "max_len" in reply.error
+    assert reply.error == "RuntimeError: no room in the cache"
     assert stats.joins == 0
     alone = generate(tiny_policy(seed=0), [first], max_new_tokens=40, temperature=0)[0]
     assert [a.tokens for a in answers] == [alone.tokens]
+
+
+async def test_a_prompt_too_long_for_the_model_fails_alone_not_its_batch() -> None:
+    # Before, `_check` let it through, it shared a batch with valid requests, and the model's
+    # length check in `start` failed the whole batch.
+    policy = tiny_policy()  # max_len 64
+    config = GeneratorConfig(max_batch=2, max_wait_s=0.0, max_new_tokens=8)
+    too_long, short = [257] * 60, [257, 97, 61]
+    async with ActorSystem(lag_interval=None) as system:
+        gen = system.spawn(lambda: Generator(policy, config), name="generator")
+        # All three are queued before the generator runs: its first batch takes the first two
+        # it accepted.
+        replies = [_Reply() for _ in range(3)]
+        for prompt, reply in zip([too_long, short, short], replies, strict=True):
+            assert gen.try_tell(GenerateRequest(prompt=prompt, reply=reply))
+        with anyio.fail_after(30):
+            for reply in replies:
+                await reply.event.wait()
+        stats = await gen.ask(GetGeneratorStatistics(), timeout=10)
+    assert replies[0].error == (
+        "prompt of 60 tokens plus 8 new tokens exceeds the model's max_len 64"
+    )
+    assert [r.error for r in replies[1:]] == [None, None]
+    assert all(r.sample is not None and r.sample.tokens for r in replies[1:])
+    assert (stats.rejected, stats.batches) == (1, 1)

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pytest
 import torch
 
 from actors._grpo import LossConfig, micro_batches, split_groups
-from actors._learner_core import LearnerConfig, LearnerCore, Trajectory, load_checkpoint
+from actors._learner_core import (
+    CorruptCheckpointError,
+    LearnerConfig,
+    LearnerCore,
+    Trajectory,
+    load_checkpoint,
+)
 from actors.learner import Learner
 from policies.neural import generate
 from policies.staleness import StalenessBook
@@ -130,6 +137,40 @@ def test_checkpoints_are_atomic_and_pruned(tmp_path: Path) -> None:
     assert load_checkpoint(tmp_path).version == 3
     with pytest.raises(FileNotFoundError):
         load_checkpoint(tmp_path / "nothing-here")
+
+
+@pytest.mark.parametrize(
+    ("damage", "fault"),
+    [
+        ("empty", "empty checkpoint file"),
+        ("truncated", "unreadable checkpoint, truncated or corrupt"),
+        ("garbage", "unreadable checkpoint, truncated or corrupt"),
+        ("a list", "holds a list, not a checkpoint"),
+        ("no optimizer", "incomplete checkpoint, no optimizer"),
+    ],
+)
+def test_a_corrupt_checkpoint_gets_an_error_naming_the_file_and_the_fault(
+    tmp_path: Path, damage: str, fault: str
+) -> None:
+    # Before, a truncated file raised `OSError: [Errno 22]` and an empty one a bare EOFError.
+    core = LearnerCore(tiny_policy(), LearnerConfig(batch_size=8))
+    path = core.save(tmp_path)
+    whole = path.read_bytes()
+    if damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "truncated":
+        path.write_bytes(whole[: len(whole) // 2])
+    elif damage == "garbage":
+        path.write_bytes(b"not a checkpoint" * 64)
+    elif damage == "a list":
+        torch.save([1, 2], path)
+    else:
+        data = torch.load(path, weights_only=False)
+        del data["optimizer"]
+        torch.save(data, path)
+    with pytest.raises(CorruptCheckpointError, match=f"^{re.escape(str(path))}: {fault}"):
+        load_checkpoint(tmp_path)  # the newest in the directory: the error names which
+    assert issubclass(CorruptCheckpointError, ValueError)
 
 
 def test_malformed_trajectories_are_refused() -> None:

@@ -87,6 +87,16 @@ def test_long_prompts_are_cut_from_the_left_to_fit() -> None:
     assert tokenizer.decode(ids).endswith("END")
 
 
+def test_a_prompt_room_of_one_keeps_only_the_start_token() -> None:
+    # max_new_tokens = max_len - 1 (the config allows it) leaves room 1: the cut was
+    # ids[-0:], the whole prompt, which the generator then refused.
+    tokenizer = ByteTokenizer()
+    assert encode_prompt(tokenizer, "def f(x):", 1) == [tokenizer.bos]
+    assert encode_prompt(tokenizer, "def f(x):", 0) == [tokenizer.bos]
+    assert encode_prompt(tokenizer, "def f(x):", 2) == [tokenizer.bos, ord(":")]
+    assert encode_prompt(tokenizer, "ab", 10) == tokenizer.encode("ab")
+
+
 def test_heldout_tasks_are_never_training_tasks() -> None:
     source = TaskSource(
         TasksConfig(levels=[1, 2], demo_levels=[1], heldout_per_level=10, demos_per_level=5)
