@@ -54,6 +54,14 @@ BRANCH_LEVEL = 7  # a conditional; levels 5, 6, 8 and 9 are list pipelines
 _TASK_ID = re.compile(r"^gen-L\d+-[0-9a-f]+-(\d+)$")  # `_task`'s ids, by stream index
 MAX_DRAWS = 1000
 SOLVED_DRAWS = 20  # example and test inputs tried for a task read off a program
+#: Draws in a row from the other side of the split before a stream gives up on its side.
+#: Neither the split nor the draw's odds depend on the seed, so a `heldout_percent` that
+#: leaves a level's side empty (1 at level 1: no function there has digest % 100 below 1)
+#: would spin forever. Level 1's lone functions at the split's ends (`x % 13` at 1, `x + 2`
+#: at 99) are drawn about once in 170 tasks: a side holding one of them misses 5,000 draws
+#: in a row with chance e^-28; above level 1 each side holds about its percentage of the
+#: draws, 1 % at least (e^-50).
+SPLIT_DRAWS = 5000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -385,16 +393,33 @@ class ProceduralTasks:
 
     def stream(self, level: int, *, split: Split = "train", start: int = 0) -> Iterator[Task]:
         """Fresh tasks of `level` in `split`, forever. Low levels repeat functions (level 1 has
-        about 150) with new examples and tests; the split is by function, so none leaks."""
-        index = start
+        about 100) with new examples and tests; the split is by function, so none leaks.
+
+        :raises ValueError: `SPLIT_DRAWS` tasks in a row fall on the other side: `level` has
+            no function on this side at this `heldout_percent`.
+        """
+        index, misses = start, 0
         while True:
             task = self.task(level, index)
             index += 1
             if self.split_of(task) == split:
+                misses = 0
                 yield task
+                continue
+            misses += 1
+            if misses >= SPLIT_DRAWS:
+                side, fix = ("held-out", "raise") if split == "heldout" else ("training", "lower")
+                raise ValueError(
+                    f"heldout_percent: at {self.heldout_percent}, level {level} has no "
+                    f"{side} function (none in {SPLIT_DRAWS} draws in a row); "
+                    f"{fix} heldout_percent"
+                )
 
     def take(self, level: int, count: int, *, split: Split = "train", start: int = 0) -> list[Task]:
-        """The first `count` tasks of `stream(level, split=split, start=start)`."""
+        """The first `count` tasks of `stream(level, split=split, start=start)`.
+
+        :raises ValueError: as `stream`.
+        """
         stream = self.stream(level, split=split, start=start)
         return [next(stream) for _ in range(count)]
 
@@ -410,6 +435,8 @@ class ProceduralTasks:
         count` of them, fewer once `count` functions are found) and taken round-robin: every
         function once before any twice, a repeat with fresh examples only when the level has
         fewer functions than `count` (level 1 has 6 held-out functions at seed 0).
+
+        :raises ValueError: as `stream`.
         """
         by_function: dict[str, list[Task]] = {}
         stream = self.stream(level, split=split)

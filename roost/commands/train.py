@@ -59,7 +59,7 @@ def train_command(
 
     With no CONFIG, runs the embedded default experiment.
     """
-    from roost.train.config import ConfigError, load_train_config
+    from roost.train.config import ConfigError, check_resume, load_train_config
     from roost.train.rundir import default_run_dir
     from runtime import configure_logging
 
@@ -81,6 +81,11 @@ def train_command(
         )
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="CONFIG/--set") from None
+    if resume is not None and overrides:
+        try:  # before config.toml is rewritten and before anything trains
+            check_resume(load_train_config(config_path), config)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), param_hint="--set") from None
     if resume is None:
         run_dir = out or default_run_dir(config.name)
         if (run_dir / "config.toml").exists():

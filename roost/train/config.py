@@ -20,7 +20,7 @@ from roost.chaos.spec import ChaosSpec, ChaosSpecError, parse_chaos
 from runtime.config import ConfigError, load_config
 from tasks.procedural import MAX_LEVEL, SolutionStyle
 
-__all__ = ["ConfigError", "TrainConfig", "load_train_config"]
+__all__ = ["ConfigError", "TrainConfig", "check_resume", "load_train_config"]
 
 
 class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -436,3 +436,34 @@ def load_train_config(
         of the wrong type or out of range; the message names the dotted key path.
     """
     return load_config(TrainConfig, path=path, overrides=overrides)
+
+
+#: The sections a resume may not change. `[tasks]` decides which tasks exist and which are
+#: held out: changed mid-run, functions already trained on could become held-out, and the
+#: figures before and after RL would be taken on different sets. The top-level `seed` stays
+#: free: it seeds the model, the draws and the sampling, never the tasks or their split
+#: (`tasks.seed` does).
+FIXED_ON_RESUME = ("tasks",)
+
+
+def check_resume(recorded: TrainConfig, resumed: TrainConfig) -> None:
+    """Refuse a resume whose settings (`--set` over the run's `config.toml`) change a section
+    in `FIXED_ON_RESUME`.
+
+    :raises ConfigError: naming each changed key path with the run's value and the new one.
+    """
+    changes: list[str] = []
+    for section in FIXED_ON_RESUME:
+        before = msgspec.to_builtins(getattr(recorded, section))
+        after = msgspec.to_builtins(getattr(resumed, section))
+        changes += [
+            f"{section}.{key}: the run has {before.get(key)!r}, --set gives {after.get(key)!r}"
+            for key in sorted(before.keys() | after.keys())
+            if before.get(key) != after.get(key)
+        ]
+    if changes:
+        raise ConfigError(
+            "; ".join(changes)
+            + ". A resumed run keeps its [tasks] section (it decides which tasks train and which "
+            "are held out); start a new run with --out to change it"
+        )

@@ -12,7 +12,9 @@ looked solved, and drew few tasks while its first attempts still failed one time
 A solved level fades from the mix but comes back as soon as its rate slips (RL on
 harder levels can erode an easy one), and a hard level is drawn as often as its rare passes
 make it useful. `"band"` keeps the mix's rate inside `tasks.band` instead (levels outside get
-only the exploration share). Either way a uniform `tasks.explore` share keeps every level
+only the exploration share; with `tasks.explore = 0`, the curriculum's own share for the
+neighbours of the levels it draws, `BAND_NEIGHBOUR_EXPLORE`, so the band can move up to a
+level not yet drawn). Either way a uniform `tasks.explore` share keeps every level
 tried, and `tasks.test_only_share` is a floor on the draws that go to levels with tests only
 (no demonstrations), the levels that only RL can learn.
 
@@ -37,6 +39,11 @@ from policies.curriculum import Curriculum, CurriculumConfig, RateStats
 from roost.train.config import TasksConfig
 
 __all__ = ["LevelChooser", "group_signal"]
+
+#: Under `band` with `tasks.explore = 0`, the share the curriculum gives each neighbour of a
+#: level it draws (`CurriculumConfig.explore`'s default): with none, a level never drawn has
+#: no rate, is never chosen, and the run stays on level 1 forever once level 1 passes.
+BAND_NEIGHBOUR_EXPLORE = 0.05
 
 
 def group_signal(rate: float, group_size: int, *, all_pass_rate: float | None = None) -> float:
@@ -65,8 +72,12 @@ class LevelChooser:
         self.test_only = [level for level in self.levels if level not in config.demo_levels]
         self.test_only_share = config.test_only_share if self.test_only else 0.0
         self._rng = random.Random(seed)
+        # A positive `explore` already spreads draws over every level (`weights`); only
+        # without it does the band need its neighbours' share to reach an unseen level.
         curriculum_config = CurriculumConfig(
-            levels=max(self.levels), band=(config.band[0], config.band[1]), explore=0.0
+            levels=max(self.levels),
+            band=(config.band[0], config.band[1]),
+            explore=0.0 if self.explore > 0 else BAND_NEIGHBOUR_EXPLORE,
         )
         self._decay = curriculum_config.decay
         state = dict(state or {})

@@ -38,7 +38,7 @@ from roost.chaos.spec import ChaosSpec
 from roost.chaos.wrappers import ChaosCounts, ChaosSandbox
 from roost.train.budget import rl_budget_s
 from roost.train.collector import RunCounts
-from roost.train.config import TrainConfig, chaos_spec
+from roost.train.config import TasksConfig, TrainConfig, chaos_spec
 from roost.train.evaluation import evaluate_heldout
 from roost.train.lineage import trace_lineage
 from roost.train.phases import (
@@ -53,7 +53,7 @@ from roost.train.records import EvalRecord, ResumeRecord, TrajectoryRecord
 from roost.train.rl import SURVIVE_CRASHES, RLPhase
 from roost.train.rundir import RunDir
 from roost.train.summary import average_label, load_run_records, write_summary
-from roost.train.task_source import TaskSource
+from roost.train.task_source import TaskSource, procedural_tasks
 from roost.train.view import Dashboard
 from runtime import ActorRef, ActorSystem
 from runtime.config import dump_config
@@ -63,7 +63,7 @@ from sandboxes._protocol import Sandbox
 from sandboxes._spec import SandboxSpec
 from sandboxes.factory import create_sandbox
 from sandboxes.pool import DockerReaper, SandboxPool
-from tasks import lease_within
+from tasks import TaskFormatError, lease_within
 
 __all__ = ["TrainError", "TrainHooks", "train"]
 
@@ -108,6 +108,10 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
     hooks = hooks or TrainHooks()
     segment_started = time.perf_counter()
     run = RunDir(run_dir)
+    # Before the directory exists: a task file or split that cannot be used leaves nothing
+    # behind that would make a rerun with the same --out "already hold a run". Building task
+    # sets (thousands of procedural tasks) is CPU work: off the loop.
+    source = await anyio.to_thread.run_sync(_task_source, config.tasks, run.root)
     run.create()
     if not run.config.exists():
         run.config.write_text(dump_config(config))
@@ -115,8 +119,6 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
     progress["segment"] = int(progress.get("segment", -1)) + 1
     progress.setdefault("machines", {})[str(progress["segment"])] = describe_machine()
     run.write_progress(progress)
-    # Building task sets (thousands of procedural tasks) is CPU work: off the loop.
-    source = await anyio.to_thread.run_sync(lambda: TaskSource(config.tasks, base_dir=run.root))
     heldout = source.heldout()
     counts = RunCounts()
     board = hooks.dashboard or Dashboard(config, counts, live=False)
@@ -322,6 +324,27 @@ def _warn_if_answers_cut(pairs: list[tuple[str, str]], max_new_tokens: int) -> N
 
 class TrainError(RuntimeError):
     """The experiment cannot run as configured (for example, its sandbox backend is unusable)."""
+
+
+def _task_source(config: TasksConfig, base_dir: Path) -> TaskSource:
+    """The run's tasks, with every level's training side checked as well as its held-out set
+    (RL's draw of a training task has no bound of its own).
+
+    :raises TrainError: a malformed task file (naming its path and line), too few tasks in
+        it, or a level with no function on one side of the split.
+    """
+    try:
+        source = TaskSource(config, base_dir=base_dir)
+        if config.source == "procedural":
+            generator = procedural_tasks(config)
+            for level in source.levels:
+                generator.take(level, 1, split="train")
+    except TaskFormatError as exc:  # "PATH:LINE: field: what"
+        raise TrainError(f"tasks.path: {exc}") from None
+    except ValueError as exc:  # names its key within [tasks], or the full key path
+        message = str(exc)
+        raise TrainError(message if message.startswith("tasks.") else f"tasks.{message}") from None
+    return source
 
 
 async def _preflight(pool: SandboxPool, key: str) -> None:

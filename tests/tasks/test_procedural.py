@@ -76,6 +76,22 @@ def test_a_held_out_set_spreads_over_functions_not_draws() -> None:
     assert len(set(map(function, source.take_by_function(3, 30, split="heldout")))) == 30
 
 
+@pytest.mark.timeout(30)  # the bug was an endless loop: fail, don't hang the suite
+def test_a_split_that_leaves_a_level_no_held_out_function_is_an_error_not_a_hang() -> None:
+    # No level-1 function has digest % 100 below 1, at any seed: the held-out side is empty.
+    source = ProceduralTasks(heldout_percent=1)
+    empty = r"heldout_percent: at 1, level 1 has no held-out function .*; raise heldout_percent"
+    with pytest.raises(ValueError, match=empty):
+        source.take_by_function(1, 30, split="heldout")
+    with pytest.raises(ValueError, match=empty):
+        next(source.stream(1, split="heldout", start=500))
+    # A side that is small but not empty still streams: level 2 holds out about 1 % of its
+    # functions, and level 1's training side at 99 % is one function (`x + 2`).
+    assert all(source.split_of(t) == "heldout" for t in source.take(2, 3, split="heldout"))
+    narrow = ProceduralTasks(heldout_percent=99)
+    assert {t.canonical_solution for t in narrow.take(1, 3)} == {"    return x + 2\n"}
+
+
 def test_bad_levels_are_refused() -> None:
     with pytest.raises(ValueError, match="level"):
         ProceduralTasks().task(MAX_LEVEL + 1, 0)

@@ -3,6 +3,7 @@ share and a floor on the test-only levels."""
 
 from __future__ import annotations
 
+import collections
 from pathlib import Path
 
 import msgspec
@@ -76,6 +77,20 @@ def test_the_band_favours_the_level_inside_it() -> None:
     assert max(weights, key=lambda level: weights[level]) == 2
     assert weights[2] > 0.8
     assert all(w >= 0.15 / 3 - 1e-9 for w in weights.values())
+
+
+def test_the_band_without_exploration_still_moves_up_from_a_solved_level() -> None:
+    # Level 1 always passes, level 2 half the time, level 3 never. With no uniform share the
+    # curriculum's neighbour share is the only way to a level never drawn.
+    chooser = _chooser(curriculum="band", explore=0.0)
+    drawn: collections.Counter[int] = collections.Counter()
+    for i in range(3000):
+        level = chooser.draw()
+        drawn[level] += 1
+        passed = level == 1 or (level == 2 and i % 2 == 0)
+        chooser.scored(f"t{i}", level, passed, passed)
+    assert set(drawn) == {1, 2, 3}
+    assert drawn[2] > drawn[1] + drawn[3]  # the band's level, once found, takes the most
 
 
 def test_uniform_ignores_the_outcomes() -> None:
