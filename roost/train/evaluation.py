@@ -187,8 +187,10 @@ async def _episodes(
                 temperature=temperature,
                 seed=seed * 7919 + turn * 131 + start,
             )
+            # Abandoned at the deadline, not awaited forever: the TimeoutError ends the run,
+            # so no one reads the weights after the thread, and its result is never used.
             with anyio.fail_after(COMPUTE_TIMEOUT_S):
-                samples = await anyio.to_thread.run_sync(call)
+                samples = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
             texts += [tokenizer.decode(s.tokens) for s in samples]
         # A sampled evaluation draws each task several times and the draws often agree: each
         # distinct (task, answer) runs once, and its repeats get its verdict when that depends

@@ -469,8 +469,20 @@ class RLPhase:
         self.counts.wake()
 
     async def _checkpoint(self) -> None:
+        """Save the learner's state, awaited to its end; past `ASK_TIMEOUT_S` it is reported
+        (`checkpoint_overdue`), not abandoned. An abandoned save would go on reading the
+        weights and optimizer while the learner, still running, may step on a late group and
+        save (and prune) itself: a torn state under a whole file's name. And a deadline on a
+        thread that is not abandoned fires only once the save is done, failing a saved run."""
         learner = self._learner[0]
         learner.core.curriculum = self._curriculum_state()
-        with anyio.fail_after(ASK_TIMEOUT_S):
+
+        async def watchdog() -> None:
+            await anyio.sleep(ASK_TIMEOUT_S)
+            _log.error("checkpoint_overdue", deadline_s=ASK_TIMEOUT_S, dir=str(self.checkpoint_dir))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(watchdog)
             path = await anyio.to_thread.run_sync(learner.core.save, self.checkpoint_dir)
+            group.cancel_scope.cancel()
         _log.info("checkpoint_saved", path=str(path), version=learner.core.version)

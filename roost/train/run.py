@@ -16,9 +16,12 @@ returns; `--resume` continues from there.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
+import json
 import random
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -30,7 +33,7 @@ import anyio.to_thread
 import msgspec
 import structlog
 
-from actors.learner import Checkpoint, load_checkpoint
+from actors.learner import Checkpoint, CorruptCheckpointError, episode_of, load_checkpoint
 from actors.recorder import Flush, Recorder
 from policies.sft import encode_pairs
 from policies.transformer import TransformerPolicy
@@ -40,7 +43,7 @@ from roost.train.budget import rl_budget_s
 from roost.train.collector import RunCounts
 from roost.train.config import TasksConfig, TrainConfig, chaos_spec
 from roost.train.evaluation import evaluate_heldout
-from roost.train.lineage import trace_lineage
+from roost.train.lineage import Lineage, OpenRollout, trace_lineage
 from roost.train.phases import (
     SFTStopped,
     describe_machine,
@@ -49,9 +52,9 @@ from roost.train.phases import (
     run_sft,
     save_weights,
 )
-from roost.train.records import EvalRecord, ResumeRecord, TrajectoryRecord
+from roost.train.records import EvalRecord, ResumeRecord, StepRecord, TrajectoryRecord
 from roost.train.rl import SURVIVE_CRASHES, RLPhase
-from roost.train.rundir import RunDir
+from roost.train.rundir import CorruptProgressError, RunDir
 from roost.train.summary import average_label, load_run_records, write_summary
 from roost.train.task_source import TaskSource, procedural_tasks
 from roost.train.view import Dashboard
@@ -115,7 +118,10 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
     run.create()
     if not run.config.exists():
         run.config.write_text(dump_config(config))
-    progress = run.read_progress()
+    try:
+        progress = run.read_progress()
+    except CorruptProgressError as exc:
+        raise TrainError(f"cannot resume: {exc}") from None
     progress["segment"] = int(progress.get("segment", -1)) + 1
     progress.setdefault("machines", {})[str(progress["segment"])] = describe_machine()
     run.write_progress(progress)
@@ -372,9 +378,20 @@ async def _preflight(pool: SandboxPool, key: str) -> None:
 
 
 async def _off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Weights in and out (torch.save/load, a few MB) in a worker thread, with a deadline."""
-    with anyio.fail_after(WEIGHTS_TIMEOUT_S):
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+    """Weights in and out (torch.save/load, a few MB) in a worker thread, with a deadline.
+
+    The thread is abandoned when the deadline passes (else a hung disk would hang the run
+    with it): the run then ends, so nothing waits for its result or shares what it touches,
+    and a file it was writing is replaced atomically or not at all.
+
+    :raises TrainError: the work did not finish within `WEIGHTS_TIMEOUT_S`.
+    """
+    call = functools.partial(fn, *args, **kwargs)
+    with anyio.move_on_after(WEIGHTS_TIMEOUT_S) as scope:
+        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+    assert scope.cancelled_caught
+    name = getattr(fn, "__name__", repr(fn))
+    raise TrainError(f"{name} did not finish within {WEIGHTS_TIMEOUT_S:.0f} s (a hung disk?)")
 
 
 def _spec_for(spec: SandboxSpec, runtime: str) -> SandboxSpec:
@@ -416,9 +433,7 @@ async def _rl_phase(
         rl_progress.update(done=True, elapsed_s=0.0, version=0)
         run.write_progress(progress)
         return
-    resume: Checkpoint | None = None
-    if any(run.checkpoints.glob("ckpt-*.pt")):
-        resume = await _off_loop(load_checkpoint, run.checkpoints)
+    resume = await _off_loop(_newest_checkpoint, run.checkpoints)
     gen_policy = make_policy(config.model, seed=config.seed, dtype=config.model.inference_dtype)
     learn_policy = make_policy(config.model, seed=config.seed)
     await _off_loop(load_weights, gen_policy, run.sft_weights, version=0)
@@ -498,14 +513,21 @@ def _record_chaos(
 async def _close_earlier_segments(
     run: RunDir, source: TaskSource, recorder: ActorRef, resume: Checkpoint | None, segment: int
 ) -> None:
-    """Before RL resumes: close each rollout an earlier segment left open (it was in flight, or
-    scored and waiting for the learner, when that process was killed) with a cancelled record,
-    and mark the checkpoint version RL resumes from (roost/train/lineage.py)."""
+    """Before RL resumes: record what a killed segment trained on but never logged
+    (`_trained_before_kill`), close each other rollout an earlier segment left open (it was in
+    flight, or scored and waiting for the learner, when that process was killed) with a
+    cancelled record, and mark the checkpoint version RL resumes from
+    (roost/train/lineage.py)."""
     records, _ = await anyio.to_thread.run_sync(load_run_records, run)
     lineage = trace_lineage(records)
     if lineage.requested is None and not lineage.steps:
         return  # the first RL segment
-    for rollout in lineage.open:
+    recovered, still_open = _trained_before_kill(
+        lineage, resume, source.is_demo_level, now=time.time()
+    )
+    for record in recovered:  # trajectories before their step, as the collector writes them
+        await recorder.tell(record)
+    for rollout in still_open:
         await recorder.tell(
             TrajectoryRecord(
                 rollout_id=rollout.rollout_id,
@@ -518,23 +540,129 @@ async def _close_earlier_segments(
             )
         )
     version = resume.version if resume is not None else 0
-    open_count = len(lineage.open)
+    open_count = len(still_open)
     resumed = ResumeRecord(segment=segment, version=version, cancelled=open_count, wall=time.time())
     await recorder.tell(resumed)
     await recorder.ask(Flush(), timeout=60)
     lost = sum(step.version > version for step in lineage.steps)
-    if open_count or lost:
+    steps_recovered = sum(isinstance(r, StepRecord) for r in recovered)
+    if open_count or lost or recovered:
         _log.warning(
-            "resumed_after_kill", closed_open_rollouts=open_count, steps_lost=lost, version=version
+            "resumed_after_kill",
+            closed_open_rollouts=open_count,
+            steps_lost=lost,
+            steps_recovered=steps_recovered,
+            trained_recovered=len(recovered) - steps_recovered,
+            version=version,
         )
+
+
+def _trained_before_kill(
+    lineage: Lineage,
+    resume: Checkpoint | None,
+    is_demo_level: Callable[[int], bool],
+    *,
+    now: float,
+) -> tuple[list[TrajectoryRecord | StepRecord], list[OpenRollout]]:
+    """The records a kill kept out of the log although the checkpoint resumed from holds their
+    step, and the open rollouts left to cancel.
+
+    The learner checkpoints version V in the handler where it steps; the collector logs that
+    step's scored records and its `StepRecord` afterwards, on the notice it is sent. A kill in
+    between leaves checkpoint V with no `StepRecord` for V (or for a few versions before it, when
+    the collector lagged), and the rollouts it trained on open. The checkpoint's consumed set is
+    the truth: each open rollout in it is recorded scored and trained at V (its reward and turns
+    died with the process, so it carries neither), and each version up to V without a step
+    record gets one, listing the rollouts recorded as consumed by it. So the versions run
+    1..V once each, and every trained rollout is in exactly one of their records. Which of
+    several unlogged versions trained an open rollout is not kept anywhere: all go to V.
+    """
+    if resume is None:
+        return [], list(lineage.open)
+    version = resume.version
+    samples = collections.Counter(episode_of(sample_id) for sample_id in resume.consumed)
+    trained = [r for r in lineage.open if r.rollout_id in samples]
+    still_open = [r for r in lineage.open if r.rollout_id not in samples]
+    logged = {step.version for step in lineage.steps}
+    missing = [v for v in range(1, version + 1) if v not in logged]
+    recovered: list[TrajectoryRecord | StepRecord] = [
+        TrajectoryRecord(
+            rollout_id=r.rollout_id,
+            task_id=r.task_id,
+            level=r.level,
+            demo_level=is_demo_level(r.level),
+            status="scored",
+            reason=f"run killed: trained at version {version}; its reward and turns were lost",
+            consumed_version=version,
+            wall=now,
+        )
+        for r in trained
+    ]
+    blob = resume.curriculum
+    elapsed_s = float(json.loads(blob).get("elapsed_s", 0.0)) if blob else 0.0
+    for missed in missing:
+        known = [t for t in lineage.trajectories if t.consumed_version == missed]
+        rollouts = sorted(
+            {t.rollout_id for t in known}
+            | ({r.rollout_id for r in trained} if missed == version else set())
+        )
+        recovered.append(
+            StepRecord(
+                version=missed,
+                samples=sum(samples[rollout_id] for rollout_id in rollouts),
+                # Of the records the log holds: a recovered rollout's reward is not known.
+                reward_mean=statistics.fmean(t.reward for t in known) if known else 0.0,
+                pass_rate=statistics.fmean(t.passed for t in known) if known else 0.0,
+                wall=now,
+                elapsed_s=elapsed_s,
+                rollout_ids=rollouts,
+            )
+        )
+    return recovered, still_open
+
+
+def _newest_checkpoint(directory: Path) -> Checkpoint | None:
+    """The newest learner checkpoint in `directory` that loads, or None when there is none.
+
+    A corrupt one (a disk fault: saves are atomic) newer than a usable one is set aside as
+    `<name>.corrupt`, with a warning naming it, and the usable one is resumed from: the steps
+    after it are void, as after a kill. Set aside, since it would otherwise stay the newest
+    and outlive the learner's next saves (which prune the oldest).
+
+    :raises TrainError: checkpoints are there and none of them loads (naming each; none is
+        moved, so the run directory stays as it was found).
+    """
+    faults: list[tuple[Path, CorruptCheckpointError]] = []
+    for path in sorted(directory.glob("ckpt-*.pt"), reverse=True):
+        try:
+            ckpt = load_checkpoint(path)
+        except CorruptCheckpointError as exc:
+            faults.append((path, exc))
+            continue
+        for bad, fault in faults:
+            aside = bad.with_name(bad.name + ".corrupt")
+            bad.replace(aside)
+            _log.warning(
+                "corrupt_checkpoint_skipped",
+                path=str(bad),
+                moved_to=str(aside),
+                error=str(fault),
+                resumed_from=str(path),
+            )
+        return ckpt
+    if faults:
+        raise TrainError(
+            "no usable learner checkpoint to resume from: " + "; ".join(str(e) for _, e in faults)
+        )
+    return None
 
 
 def _latest_policy(config: TrainConfig, run: RunDir) -> tuple[TransformerPolicy, str] | None:
     """The weights "after RL" is scored on, and what they are: the learner's moving average
     when the run keeps one and the checkpoint holds it, else the last step's weights."""
-    if not any(run.checkpoints.glob("ckpt-*.pt")):
+    ckpt = _newest_checkpoint(run.checkpoints)
+    if ckpt is None:
         return None
-    ckpt = load_checkpoint(run.checkpoints)
     policy = make_policy(config.model, seed=config.seed)
     decay = config.learner.average_decay
     if decay > 0 and ckpt.average is not None:

@@ -21,7 +21,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RunDir", "default_run_dir", "write_atomic"]
+__all__ = ["CorruptProgressError", "RunDir", "default_run_dir", "write_atomic"]
+
+
+class CorruptProgressError(ValueError):
+    """`progress.json` is there but cannot be read; the message names the file. Written
+    atomically, so this is a disk fault or a hand edit, and nothing safe to resume from."""
 
 
 def default_run_dir(name: str, root: Path = Path("runs")) -> Path:
@@ -60,9 +65,20 @@ class RunDir:
         self.checkpoints.mkdir(parents=True, exist_ok=True)
 
     def read_progress(self) -> dict[str, Any]:
+        """What `progress.json` says, or `{}` before it exists.
+
+        :raises CorruptProgressError: it is there but not a JSON object (naming the file).
+        """
         if not self.progress_file.exists():
             return {}
-        data: dict[str, Any] = json.loads(self.progress_file.read_text())
+        try:
+            data = json.loads(self.progress_file.read_bytes())
+        except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+            raise CorruptProgressError(f"{self.progress_file}: unreadable JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise CorruptProgressError(
+                f"{self.progress_file}: holds a JSON {type(data).__name__}, not an object"
+            )
         return data
 
     def write_progress(self, progress: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from roost.train.config import TrainConfig, load_train_config
@@ -73,3 +74,24 @@ def tiny_config(tmp_path: Path) -> TrainConfig:
     path = tmp_path / "tiny.toml"
     path.write_text(TINY)
     return load_train_config(path)
+
+
+def with_max_versions(config: TrainConfig, versions: int) -> TrainConfig:
+    return msgspec.structs.replace(
+        config, rl=msgspec.structs.replace(config.rl, max_versions=versions)
+    )
+
+
+async def train_stopped_at(config: TrainConfig, out: Path, *, stop_at: int) -> dict[str, Any]:
+    """Run `config` in `out`, stopping (as Ctrl-C does) once the learner reaches `stop_at`: a
+    resumable run for the resume tests. Returns the summary."""
+    from roost.train.run import TrainHooks, train
+
+    hooks = TrainHooks()
+
+    def stop(version: int) -> None:
+        if version >= stop_at:
+            hooks.stop.set()
+
+    hooks.on_version = stop
+    return await train(config, out, hooks=hooks)

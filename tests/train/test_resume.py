@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from actors.learner import load_checkpoint
 from roost.train.config import TrainConfig
 from roost.train.records import StepRecord, TrajectoryRecord
-from roost.train.run import TrainHooks, train
+from roost.train.run import train
 from roost.train.rundir import RunDir
 from roost.train.summary import load_run_records
+from tests.train.conftest import train_stopped_at, with_max_versions
 
 pytestmark = pytest.mark.anyio
 
@@ -24,17 +24,8 @@ async def test_resume_continues_versions_and_keeps_every_record(
 ) -> None:
     out = tmp_path / "run"
     run = RunDir(out)
-    hooks = TrainHooks()
-
-    def stop_at_two(version: int) -> None:
-        if version >= 2:
-            hooks.stop.set()
-
-    hooks.on_version = stop_at_two
-    config = msgspec.structs.replace(
-        tiny_config, rl=msgspec.structs.replace(tiny_config.rl, max_versions=6)
-    )
-    first = await train(config, out, hooks=hooks)
+    config = with_max_versions(tiny_config, 6)
+    first = await train_stopped_at(config, out, stop_at=2)
     progress = json.loads(run.progress_file.read_text())
     assert progress["rl"]["done"] is False
     assert "after_rl" not in progress["evals"]
