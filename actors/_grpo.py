@@ -190,8 +190,11 @@ def grpo_loss(
     adv = torch.where(adv < 0, adv * config.negative_weight, adv).unsqueeze(1).expand_as(logp)
 
     # 2. the proximal policy (the weights before this step), only for the decoupled objective.
-    # Each batch gets one optimizer step and the model has no dropout, so the weights before
-    # the step are the ones that just computed `logp`: a second forward pass would repeat it.
+    # Each sample is trained in exactly one optimizer step (a version's minibatches split its
+    # groups) and the model has no dropout, so the weights before the step are the ones that
+    # just computed `logp`: a second forward pass would repeat it. The ratio to the proximal
+    # policy is then 1 and its clip never binds (`clip_fraction` reads 0); the correction acts
+    # through the importance weight proximal / behaviour, capped (docs/learning.md).
     proximal = logp.detach() if correction.needs_proximal else None
 
     # 3. the clipped, importance-weighted surrogate, averaged over real tokens
