@@ -37,6 +37,9 @@ repr, str, type, isinstance, id, len, dict, list, tuple, set, frozenset, getattr
     repr, str, type, isinstance, id, len, dict, list, tuple, set, frozenset, getattr, vars)
 eval, exec, BaseException, EOFError, SystemExit = eval, exec, BaseException, EOFError, SystemExit
 SCALARS = frozenset((int, float, complex, str, bytes, bool, type(None), type(...)))
+# An IntEnum member, a float or str subclass == the plain number or string it holds: send that
+# (each base's own slot reads the value, so a subclass's __int__ or __str__ has no say).
+SCALAR_BASES = ((int, int.__int__), (float, float.__float__), (str, str.__str__))
 def send(i, kind, text):
     reply.write("%d\t%s\t%s\n" % (i, kind, repr(text)[:1000000]))
     reply.flush()
@@ -59,6 +62,9 @@ def plain(value, within):
     kind = type(value)
     if kind in SCALARS or id(value) in within or len(within) > 100:
         return value
+    for base, value_of in SCALAR_BASES:
+        if isinstance(value, base):
+            return value_of(value)
     make = kind if kind in CONTAINERS else plain_type(value)
     if make is None:
         return value

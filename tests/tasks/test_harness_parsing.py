@@ -193,12 +193,21 @@ SUBCLASSES = Task(
         TestCase(call="f('frozenset')", expected="{1, 2}"),
         TestCase(call="f('frozensets')", expected="{frozenset({1, 2}), frozenset()}"),
         TestCase(call="f('nested')", expected="[{'a': 1}, ({'k': (1, 2)},)]"),
+        TestCase(call="f('intenum')", expected="[2, 'red', 1.5]"),
     ],
     timeout_s=1.0,
 )
 BUILDERS = """\
 import collections
+import enum
 P = collections.namedtuple("P", "x y")
+class Level(enum.IntEnum):
+    HIGH = 2
+class Name(str):
+    def __str__(self):
+        return "a lie"
+class Half(float):
+    pass
 class Items(list):
     pass
 def f(kind):
@@ -215,6 +224,7 @@ def f(kind):
         "frozenset": lambda: frozenset({1, 2}),
         "frozensets": lambda: {frozenset({1, 2}), frozenset()},
         "nested": lambda: [collections.Counter("a"), (collections.OrderedDict(k=P(1, 2)),)],
+        "intenum": lambda: [Level.HIGH, Name("red"), Half(1.5)],
     }[kind]()
 """
 
@@ -223,12 +233,15 @@ def f(kind):
 @pytest.mark.parametrize("anyio_backend", [REAL])
 async def test_a_container_that_equals_the_expected_value_passes_whatever_its_class() -> None:
     # MBPP task 88's canonical solution returns a Counter: Python's `==` passes it.
-    wrong = BUILDERS.replace('"aba"', '"abb"').replace("P(2, 3)", "P(2, 4)")
+    wrong = BUILDERS.replace('"aba"', '"abb"').replace("P(2, 3)", "P(2, 4)").replace("= 2", "= 3")
     async with real_sandbox() as sandbox:
         right = await TestsVerifier().verify(SUBCLASSES, BUILDERS, sandbox)
         miss = await TestsVerifier().verify(SUBCLASSES, wrong, sandbox)
     assert [t.status for t in right.tests] == ["passed"] * len(SUBCLASSES.tests), right.tests
     assert [t.status for t in miss.tests[:4]] == ["failed", "passed", "passed", "failed"]
+    # An IntEnum, a str subclass whose __str__ lies, a float subclass: sent as their values.
+    assert miss.tests[-1].status == "failed"
+    assert miss.tests[-1].detail == "f('intenum') = [3, 'red', 1.5]"
 
 
 ODD = Task(
