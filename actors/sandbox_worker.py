@@ -130,6 +130,11 @@ class SandboxWorker(Actor):
         except Exception as exc:  # a bug in an action source or backend: report, never vanish
             self.log.error("episode_error", rollout=msg.request.rollout_id, exc_info=exc)
             outcome, reason, healthy = "error", f"{type(exc).__name__}: {exc}", False
+        except BaseException:
+            # Cancelled (the phase ended, the run stopped): an exec may still be running in
+            # the sandbox, so it is recycled, not reset for the next episode.
+            healthy = False
+            raise
         finally:
             lease.release(healthy=healthy)
         return WorkerDone(

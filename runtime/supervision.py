@@ -159,6 +159,12 @@ class Supervisor:
             await self._closing.wait()
             task_group.cancel_scope.cancel()
         self._task_group = None
+        if self._closing.is_set():
+            # Closed while the system runs on: the children cancelled with it stop for good
+            # (their mailboxes dead-lettered, their names free for new actors).
+            for child in self._children:
+                child.retire()
+            self._children.clear()
         if self._escalation is not None:
             return Exit.CRASHED
         return Exit.INTERRUPTED if self._interrupted else Exit.NORMAL

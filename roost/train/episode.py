@@ -150,6 +150,11 @@ class EpisodeWorker(Actor):
         except Exception as exc:  # a bug must be reported, never vanish with the episode
             self.log.error("episode_error", rollout=request.rollout_id, exc_info=exc)
             outcome, reason, healthy = "error", f"{type(exc).__name__}: {exc}", False
+        except BaseException:
+            # Cancelled (the phase ended, the run stopped): an exec may still be running in
+            # the sandbox, so it is recycled, not reset for the next episode.
+            healthy = False
+            raise
         finally:
             lease.release(healthy=healthy)
         self.store.put(request.rollout_id, turns)

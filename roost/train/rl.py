@@ -51,7 +51,7 @@ from roost.train.episode import EpisodeStore, EpisodeWorker
 from roost.train.levels import LevelChooser
 from roost.train.records import RequestRecord, TrajectoryRecord
 from roost.train.task_source import TaskSource
-from runtime import ActorRef, ActorSystem
+from runtime import ActorRef, ActorSystem, Supervisor
 from sandboxes.pool import SandboxPool
 from tasks import ReusingVerifier, Task, TestsVerifier, Verifier
 
@@ -65,6 +65,9 @@ MAX_FORM_DRAWS = 64  # a form is kept with chance >= ~1/7 at G = 8: 64 misses is
 #: idempotent), so a crash loses nothing. A message that crashes an actor this many times in
 #: a row is a bug, not bad luck: it goes to the dead letters.
 SURVIVE_CRASHES: dict[str, Any] = {"keep_state": True, "redeliver": 5}
+#: Actors resume after a crash; only a crash loop, not a crash rate that a run can live with,
+#: escalates and ends the run (the root's and the RL phase's supervisor's intensity, per minute).
+RESTARTS_PER_MINUTE = 10_000
 
 
 def rl_threads(configured: int) -> int:
@@ -190,11 +193,27 @@ class RLPhase:
     # -- running ---------------------------------------------------------------------------------
 
     async def run(self) -> RLOutcome:
+        """Run the phase under its own supervisor, closed when the phase returns or fails: its
+        actors' handlers are cancelled, so episodes that outlived the drain (recorded as
+        cancelled) stop generating and running tests instead of competing with what follows.
+        A cancelled episode's lease is released by its `finally` (a synchronous call)."""
+        actors = self.system.supervisor("rl", max_restarts=RESTARTS_PER_MINUTE, within=60.0)
+        try:
+            return await self._run(actors)
+        finally:
+            actors.close()
+            # The learner finishes a step in flight (its thread cannot be abandoned safely).
+            with anyio.move_on_after(ASK_TIMEOUT_S) as scope:
+                await actors.stopped.wait()
+            if scope.cancelled_caught:
+                _log.error("rl_actors_not_stopped", deadline_s=ASK_TIMEOUT_S)
+
+    async def _run(self, actors: Supervisor) -> RLOutcome:
         cfg = self.config
         system = self.system
         book = TrainBook(cfg.learner.k, cfg.learner.batch_size)
         store = EpisodeStore()
-        gen = system.spawn(
+        gen = actors.spawn(
             lambda: Generator(
                 self.gen_policy,
                 GeneratorConfig(
@@ -253,8 +272,8 @@ class RLPhase:
             self._learner[:] = [learner]
             return learner
 
-        learner = system.spawn(make_learner, name="learner", mailbox_size=65536, **SURVIVE_CRASHES)
-        self.collector = system.spawn(
+        learner = actors.spawn(make_learner, name="learner", mailbox_size=65536, **SURVIVE_CRASHES)
+        self.collector = actors.spawn(
             lambda: Collector(
                 store=store,
                 book=book,
@@ -290,7 +309,7 @@ class RLPhase:
             verifier = ChaosVerifier(verifier, chaos, random.Random(chaos.seed + 2), counts)
         room = cfg.model.max_len - cfg.model.max_new_tokens
         workers = [
-            system.spawn(
+            actors.spawn(
                 lambda: EpisodeWorker(
                     task_of=self._task_of,
                     client=client,
@@ -307,7 +326,7 @@ class RLPhase:
             )
             for i in range(cfg.scheduler.workers)
         ]
-        self.scheduler = system.spawn(
+        self.scheduler = actors.spawn(
             lambda: Scheduler(
                 pool=self.pool,
                 workers=workers,

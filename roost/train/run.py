@@ -53,7 +53,7 @@ from roost.train.phases import (
     save_weights,
 )
 from roost.train.records import EvalRecord, ResumeRecord, StepRecord, TrajectoryRecord
-from roost.train.rl import SURVIVE_CRASHES, RLPhase
+from roost.train.rl import RESTARTS_PER_MINUTE, SURVIVE_CRASHES, RLPhase
 from roost.train.rundir import CorruptProgressError, RunDir
 from roost.train.summary import average_label, load_run_records, write_summary
 from roost.train.task_source import TaskSource, procedural_tasks
@@ -71,7 +71,6 @@ from tasks import TaskFormatError, lease_within
 __all__ = ["TrainError", "TrainHooks", "train"]
 
 _log = structlog.get_logger("roost.train")
-RESTARTS_PER_MINUTE = 10_000
 MiB = 1024 * 1024
 PREFLIGHT_TIMEOUT_S = 120.0
 WEIGHTS_TIMEOUT_S = 600.0
