@@ -3,9 +3,12 @@ late reports from workers the sweep declared lost."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import anyio
 import pytest
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actors.rollouts import RolloutFinished, RolloutRequest
 from actors.sandbox_worker import Action, Assign, Outcome, SandboxWorker, WorkerDone
@@ -348,11 +351,13 @@ def _passed(assign: Assign) -> WorkerDone:
     )
 
 
-async def test_a_late_report_from_a_worker_declared_lost_does_not_free_it_twice() -> None:
-    # The sweep frees a worker that has not reported past its rollout's deadline plus
-    # `lost_after_s` and gives it the next rollout. The slow worker's report for the swept
-    # rollout then freed it a second time: it held two rollouts at once, and a later
-    # assignment could meet a full mailbox after its lease was taken.
+@asynccontextmanager
+async def _one_held_worker() -> AsyncIterator[
+    tuple[ActorRef, MemoryObjectReceiveStream[Assign], MemoryObjectReceiveStream[RolloutFinished]]
+]:
+    """A scheduler with one worker, w0, that reports only when the test does (`_passed`), and
+    a sweep that declares it lost 0.5 s past a rollout's deadline: (scheduler, the
+    assignments w0 takes, the terminal records)."""
     send, assigned = anyio.create_memory_object_stream[Assign](10)
     sent, finished = anyio.create_memory_object_stream[RolloutFinished](10)
     config = SchedulerConfig(lost_after_s=0.5, sweep_interval_s=0.2)
@@ -372,6 +377,15 @@ async def test_a_late_report_from_a_worker_declared_lost_does_not_free_it_twice(
             ),
             name="scheduler",
         )
+        yield scheduler, assigned, finished
+
+
+async def test_a_late_report_from_a_worker_declared_lost_does_not_free_it_twice() -> None:
+    # The sweep frees a worker that has not reported past its rollout's deadline plus
+    # `lost_after_s` and gives it the next rollout. The slow worker's report for the swept
+    # rollout then freed it a second time: it held two rollouts at once, and a later
+    # assignment could meet a full mailbox after its lease was taken.
+    async with _one_held_worker() as (scheduler, assigned, finished):
         await scheduler.tell(req(0, deadline_s=1.0))
         await scheduler.tell(req(1, deadline_s=3600.0))
         await scheduler.tell(req(2, deadline_s=3600.0))
@@ -405,25 +419,7 @@ async def test_a_late_report_from_a_worker_declared_lost_does_not_free_it_twice(
 async def test_a_late_report_is_not_taken_for_a_new_rollout_of_the_same_id() -> None:
     # A swept id requested again lands on the same worker at attempt 1: the same (rollout id,
     # attempt) as the report still on its way. Only the assignment's number tells them apart.
-    send, assigned = anyio.create_memory_object_stream[Assign](10)
-    sent, finished = anyio.create_memory_object_stream[RolloutFinished](10)
-    config = SchedulerConfig(lost_after_s=0.5, sweep_interval_s=0.2)
-    async with (
-        send,
-        assigned,
-        sent,
-        finished,
-        _instant_pool() as pool,
-        ActorSystem(lag_interval=None) as system,
-    ):
-        sink = system.spawn(lambda: Forward(sent), name="sink")
-        worker = system.spawn(lambda: HoldingWorker(send), name="w0", mailbox_size=1)
-        scheduler = system.spawn(
-            lambda: Scheduler(
-                pool=pool, workers=[worker], sink=sink, policy=make_policy("fifo"), config=config
-            ),
-            name="scheduler",
-        )
+    async with _one_held_worker() as (scheduler, assigned, finished):
         await scheduler.tell(req(0, deadline_s=1.0))
         with anyio.fail_after(10):
             slow = await assigned.receive()

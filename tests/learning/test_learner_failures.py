@@ -51,17 +51,23 @@ def _failing(update: Update, times: int) -> Update:
     return call
 
 
+def _on_policy_learner() -> tuple[Learner, TrainBook, list[int]]:
+    """A k = 0 learner stepping on 4 samples: (it, its book, the versions it booked)."""
+    book = TrainBook(0, 4)
+    published: list[int] = []
+    learner = Learner(
+        tiny_policy(), LearnerConfig(batch_size=4, k=0), book=book, on_published=published.append
+    )
+    return learner, book, published
+
+
 @pytest.mark.parametrize("anyio_backend", [REAL])
 async def test_a_failed_update_puts_its_batch_back_and_the_redelivery_retries_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The step runs on the second group's message. Before, the batch was lost: the redelivered
     # message brought back only its own group, so the first group was never trained on.
-    book = TrainBook(0, 4)
-    published: list[int] = []
-    learner = Learner(
-        tiny_policy(), LearnerConfig(batch_size=4, k=0), book=book, on_published=published.append
-    )
+    learner, book, published = _on_policy_learner()
     monkeypatch.setattr(learner.core, "update", _failing(learner.core.update, times=1))
     with capture_logs():  # (rendering the crash's traceback costs seconds)
         async with ActorSystem(lag_interval=None, max_restarts=100) as system:
@@ -84,11 +90,7 @@ async def test_a_step_that_keeps_failing_reopens_admission_and_keeps_its_batch(
 ) -> None:
     # Before, the book's k = 0 closing (set by `may_step`) stayed shut after the failure, so
     # nothing more was admitted for the rest of the run.
-    book = TrainBook(0, 4)
-    published: list[int] = []
-    learner = Learner(
-        tiny_policy(), LearnerConfig(batch_size=4, k=0), book=book, on_published=published.append
-    )
+    learner, book, published = _on_policy_learner()
     update = learner.core.update
     monkeypatch.setattr(learner.core, "update", _failing(update, times=1_000))
     with capture_logs():
