@@ -53,6 +53,16 @@ class CurriculumConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
             raise ValueError(f"decay: must be in (0, 1], got {self.decay}")
         if not 0.0 <= self.explore < 1.0:
             raise ValueError(f"explore: must be in [0, 1), got {self.explore}")
+        if not 0.0 <= self.too_hard < self.too_easy <= 1.0:
+            raise ValueError(
+                f"too_hard, too_easy: need 0 <= too_hard < too_easy <= 1, "
+                f"got {self.too_hard}, {self.too_easy}"
+            )
+        if self.min_attempts < 0:
+            raise ValueError(f"min_attempts: must be >= 0, got {self.min_attempts}")
+        # At 0, `record` would evict from an empty table (StopIteration) on the first task.
+        if self.max_tracked_tasks < 1:
+            raise ValueError(f"max_tracked_tasks: must be >= 1, got {self.max_tracked_tasks}")
 
 
 class RateStats(msgspec.Struct, kw_only=True):
@@ -94,6 +104,9 @@ class CurriculumState(msgspec.Struct, kw_only=True):
     tasks: dict[str, TaskRecord] = msgspec.field(default_factory=dict)
     groups_seen: int = 0
     groups_dropped: int = 0
+    #: The level sampler's generator (`random.Random.getstate()`) after the latest draw; None
+    #: before any, when `seed` alone decides the draws.
+    rng: tuple[int, tuple[int, ...], float | None] | None = None
 
 
 class CurriculumReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -116,9 +129,12 @@ class Curriculum:
         seed: int = 0,
         state: CurriculumState | None = None,
     ) -> None:
+        """`state`: resume from it; its saved generator, if any, takes over from `seed`."""
         self.config = config or CurriculumConfig()
         self.state = state or CurriculumState()
         self._rng = random.Random(seed)
+        if self.state.rng is not None:
+            self._rng.setstate(self.state.rng)
 
     # -- statistics -------------------------------------------------------------------------
 
@@ -187,7 +203,11 @@ class Curriculum:
 
     def sample_level(self) -> int:
         weights = self.weights()
-        return self._rng.choices(list(weights), weights=list(weights.values()))[0]
+        level = self._rng.choices(list(weights), weights=list(weights.values()))[0]
+        # Kept in the state, so that a resumed run draws what an uninterrupted one would
+        # have, not the seed's first draws again.
+        self.state.rng = self._rng.getstate()
+        return level
 
     def mix_rate(self) -> float:
         """The expected success rate of the mix the next draws will give."""

@@ -27,7 +27,11 @@ def use_threads(threads: int) -> None:
     phase, so every model call sets its own. Two models computing at once (the RL phase's
     generator and learner) on a CPU each want a share of the cores: each at the default
     runs twice as many spinning OpenMP threads as there are cores (docs/benchmarks.md).
+
+    :raises ValueError: a negative `threads`.
     """
+    if threads < 0:  # torch's own refusal does not say whose count it was
+        raise ValueError(f"threads: must be >= 0 (0: torch's default), got {threads}")
     # Only when it reads otherwise: setting even the same count explicitly changed the SFT
     # warm start's weights here (a run of cef89da: 62.2 / 61.8 % held-out after SFT against
     # the 67.8 / 62.5 % of every run before), so a fresh thread keeps torch's own setting.

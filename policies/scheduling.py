@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -145,7 +146,8 @@ def make_policy(name: str, options: Mapping[str, Any] | None = None) -> Scheduli
         raise ValueError(f"unknown scheduling policy {name!r}; known: {known}") from None
     try:
         return factory(**dict(options or {}))
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
+        # A constructor's own ValueError names the option; this names the policy too.
         raise ValueError(f"scheduling policy {name!r}: bad options: {exc}") from None
 
 
@@ -169,8 +171,10 @@ class Priority:
     so a low-priority rollout is served after at most (gap / aging_per_s) seconds of waiting."""
 
     def __init__(self, aging_per_s: float = 0.01) -> None:
-        if aging_per_s < 0:
-            raise ValueError("aging_per_s must be >= 0")
+        # NaN would make every effective priority NaN (max then picks by list order), and inf
+        # gives inf * 0 = NaN for a head enqueued this instant.
+        if not (math.isfinite(aging_per_s) and aging_per_s >= 0):
+            raise ValueError(f"aging_per_s: must be finite and >= 0, got {aging_per_s}")
         self.aging_per_s = aging_per_s
 
     def choose(
@@ -187,13 +191,24 @@ class Priority:
 
 @register("fair_share")
 class FairShare:
-    """Serve the group furthest below its weighted share of dispatches (oldest first within)."""
+    """Serve the group furthest below its weighted share of dispatches (oldest first within).
+
+    :raises ValueError: a candidate's group has a weight that is not finite and positive.
+    """
 
     def choose(
         self, candidates: Sequence[PendingClass], view: SchedulerView, rng: random.Random
     ) -> Pick:
         def deficit(c: PendingClass) -> tuple[float, int]:
-            return (view.dispatched(c.group) / view.weight(c.group), c.head.seq)
+            weight = view.weight(c.group)
+            # 0 divided (ZeroDivisionError), a negative weight inverted the order, and NaN
+            # made the choice depend on the candidates' order.
+            if not (math.isfinite(weight) and weight > 0):
+                raise ValueError(
+                    f"fair_share: group {c.group!r} has weight {weight}; "
+                    "weights must be finite and > 0"
+                )
+            return (view.dispatched(c.group) / weight, c.head.seq)
 
         return min(candidates, key=deficit), 0
 

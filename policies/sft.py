@@ -43,8 +43,23 @@ class SFTConfig:
     decay: str = "constant"
 
     def __post_init__(self) -> None:
+        """:raises ValueError: naming the field that is out of range."""
         if self.decay not in SFT_DECAYS:
             raise ValueError(f"unknown decay {self.decay!r}; choose one of {', '.join(SFT_DECAYS)}")
+        if self.steps < 0:
+            raise ValueError(f"steps: must be >= 0, got {self.steps}")
+        # 0 failed only at the first step, as "token_logprobs needs at least one sequence".
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size: must be >= 1, got {self.batch_size}")
+        if not (math.isfinite(self.lr) and self.lr >= 0):
+            raise ValueError(f"lr: must be finite and >= 0, got {self.lr}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay: must be finite and >= 0, got {self.weight_decay}")
+        # At 0 clipping zeroes every gradient: training would silently do nothing.
+        if math.isnan(self.max_grad_norm) or self.max_grad_norm <= 0:
+            raise ValueError(f"max_grad_norm: must be > 0, got {self.max_grad_norm}")
+        if self.time_budget_s is not None and not self.time_budget_s >= 0:
+            raise ValueError(f"time_budget_s: must be >= 0 or None, got {self.time_budget_s}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +147,9 @@ def lr_at(config: SFTConfig, step: int, elapsed_s: float) -> float:
     """The learning rate of step `step` (from 0), `elapsed_s` seconds into the run."""
     if config.decay == "constant":
         return config.lr
+    # A run with no steps, or no time, has nothing left to decay over (both divided by 0).
+    if config.steps == 0 or config.time_budget_s == 0:
+        return 0.0
     done = step / config.steps
     if config.time_budget_s is not None:
         # The time budget takes over only once it leads the step count by more than

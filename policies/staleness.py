@@ -20,6 +20,7 @@ The correction turns behaviour log-probabilities into the clipped surrogate (see
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from typing import Literal, Protocol, TypeVar
 
@@ -200,6 +201,9 @@ class TruncatedIS:
     cap: float = 2.0
     needs_proximal: bool = False
 
+    def __post_init__(self) -> None:
+        _check_clip("truncated_is", self.eps, self.cap)
+
     def surrogate(
         self,
         logp: torch.Tensor,
@@ -227,6 +231,9 @@ class DecoupledPPO:
     cap: float = 5.0
     needs_proximal: bool = True
 
+    def __post_init__(self) -> None:
+        _check_clip("decoupled", self.eps, self.cap)
+
     def surrogate(
         self,
         logp: torch.Tensor,
@@ -242,6 +249,17 @@ class DecoupledPPO:
         clipped = torch.clamp(ratio, 1 - self.eps, 1 + self.eps) * advantages
         objective = weight * torch.minimum(unclipped, clipped)
         return Surrogate(objective, weight, (clipped < unclipped).detach())
+
+
+def _check_clip(name: str, eps: float, cap: float) -> None:
+    """:raises ValueError: `eps` or `cap` that would make the objective silently wrong."""
+    # A negative eps gives clamp(r, 1 + |eps|, 1 - |eps|), which torch answers with the
+    # upper bound: every ratio, on-policy ones too, became 1 - |eps|.
+    if not (math.isfinite(eps) and eps >= 0):
+        raise ValueError(f"{name}: eps (the clip range) must be finite and >= 0, got {eps}")
+    # Below 1 the cap would down-weight on-policy tokens (ratio 1); inf means no cap.
+    if math.isnan(cap) or cap < 1:
+        raise ValueError(f"{name}: cap (the largest importance weight) must be >= 1, got {cap}")
 
 
 CorrectionName = Literal["truncated_is", "decoupled"]

@@ -164,6 +164,19 @@ class TransformerConfig:
     max_len: int = 512
 
     def __post_init__(self) -> None:
+        """:raises ValueError: naming the field that is out of range."""
+        # The byte tokenizer's specials (pad 256, bos, eos) are model inputs: a smaller table
+        # failed at the first padded batch with an index error (on CUDA, a device assert).
+        if self.vocab_size < ByteTokenizer.vocab_size:
+            raise ValueError(
+                f"vocab_size: must be >= {ByteTokenizer.vocab_size} (the byte tokenizer's), "
+                f"got {self.vocab_size}"
+            )
+        for name in ("d_model", "n_layers", "n_heads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.max_len < 2:  # a prompt token and a completion token
+            raise ValueError(f"max_len: must be >= 2, got {self.max_len}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} must be a multiple of n_heads {self.n_heads}")
         if (self.d_model // self.n_heads) % 2:
@@ -571,6 +584,11 @@ class TransformerPolicy:
             raise ValueError("prompts and completions differ in number")
         if not prompts:
             raise ValueError("token_logprobs needs at least one sequence")
+        # A completion's first token is predicted at its prompt's last: with no prompt token
+        # that index was -1, another sequence's or a pad's logits.
+        empty = next((i for i, p in enumerate(prompts) if len(p) == 0), None)
+        if empty is not None:
+            raise ValueError(f"prompt {empty} is empty: every prompt needs at least one token")
         if groups is not None:
             stems, which = shared_stems(prompts, groups)
             if any(stems):

@@ -108,3 +108,43 @@ def test_bad_configuration_is_refused() -> None:
         CurriculumConfig(band=(0.8, 0.2))
     with pytest.raises(ValueError, match="level"):
         Curriculum(CurriculumConfig(levels=2)).record("t", 3, True)
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"max_tracked_tasks": 0}, "max_tracked_tasks"),
+        ({"too_easy": 0.05, "too_hard": 0.05}, "too_hard, too_easy"),
+        ({"too_easy": float("nan")}, "too_hard, too_easy"),
+        ({"too_hard": -0.1}, "too_hard, too_easy"),
+        ({"min_attempts": -1}, "min_attempts"),
+    ],
+)
+def test_a_config_that_would_fail_later_is_refused_naming_the_field(
+    fields: dict[str, float], named: str
+) -> None:
+    # max_tracked_tasks=0 used to pass and then raise StopIteration at the first `record`;
+    # a NaN or inverted threshold silently reported nothing (or everything).
+    with pytest.raises(ValueError, match=named):
+        CurriculumConfig(**fields)  # type: ignore[arg-type]
+
+
+def test_a_table_of_one_task_forgets_the_oldest() -> None:
+    curriculum = Curriculum(CurriculumConfig(max_tracked_tasks=1))
+    curriculum.record("a", 1, True)
+    curriculum.record("b", 1, False)
+    assert list(curriculum.state.tasks) == ["b"]
+
+
+def test_a_resumed_curriculum_draws_what_an_uninterrupted_one_would() -> None:
+    config = CurriculumConfig(levels=5, band=BAND)
+    curriculum = Curriculum(config, seed=7)
+    for level in (1, 2, 3, 4, 5):
+        curriculum.admit_group(f"t{level}", level, [True, False, level < 3, False])
+    for _ in range(10):
+        curriculum.sample_level()
+    restored = Curriculum.from_bytes(curriculum.to_bytes(), config, seed=7)
+    # The generator used to restart from the seed, repeating the run's first draws.
+    assert [restored.sample_level() for _ in range(50)] == [
+        curriculum.sample_level() for _ in range(50)
+    ]

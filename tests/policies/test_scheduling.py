@@ -143,3 +143,22 @@ def test_a_researcher_registers_a_policy_by_name() -> None:
             register("test_newest_first")(NewestFirst)
     finally:
         POLICIES.pop("test_newest_first")
+
+
+@pytest.mark.parametrize("aging", [-1.0, float("nan"), float("inf")])
+def test_priority_refuses_an_aging_rate_that_breaks_the_order(aging: float) -> None:
+    # NaN used to pass (NaN < 0 is False) and made every effective priority NaN, so the pick
+    # followed list order; inf * 0 waited is NaN too.
+    with pytest.raises(ValueError, match=r"'priority': bad options: aging_per_s"):
+        make_policy("priority", {"aging_per_s": aging})
+
+
+@pytest.mark.parametrize("weight", [0.0, -1.0, float("nan")])
+def test_fair_share_names_the_group_with_an_unusable_weight(weight: float) -> None:
+    # Weight 0 raised a bare ZeroDivisionError; a negative one served the group that had
+    # had the most; NaN made the pick depend on the candidates' order.
+    a = queue("a", [(1, 0.0)])
+    bad = queue("bad", [(2, 0.0)])
+    view = View(weights={"bad": weight}, dispatched={"a": 5, "bad": 1})
+    with pytest.raises(ValueError, match=r"group 'bad' has weight"):
+        make_policy("fair_share").choose([a, bad], view, random.Random(0))
