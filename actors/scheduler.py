@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 import random
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -73,6 +74,23 @@ class SchedulerConfig:
     lost_after_s: float = 60.0
     sweep_interval_s: float = 10.0
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        """:raises ValueError: naming the field (and the group) that is out of range."""
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries: must be >= 0, got {self.max_retries}")
+        for name in ("backoff_s", "backoff_max_s", "lost_after_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name}: must be finite and >= 0, got {value}")
+        interval = self.sweep_interval_s
+        if not (math.isfinite(interval) and interval > 0):
+            raise ValueError(f"sweep_interval_s: must be finite and > 0, got {interval}")
+        # Checked here, at configuration, rather than by `fair_share` at its first dispatch
+        # (where a zero weight divided by zero and a negative one inverted the order).
+        for group, weight in self.weights.items():
+            if not (math.isfinite(weight) and weight > 0):
+                raise ValueError(f"weights: group {group!r} has {weight}; must be finite and > 0")
 
 
 class SandboxFreed(Message):

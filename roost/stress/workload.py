@@ -6,6 +6,7 @@ example ``groups[1].steps_to_pass: lognormal needs 'sigma'``.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 
@@ -40,8 +41,12 @@ class GroupSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("name must not be empty")
-        if self.weight <= 0 or self.share < 0:
-            raise ValueError("weight must be > 0 and share >= 0")
+        # Written so that NaN fails too (every comparison with it is false).
+        if not (0 < self.weight < math.inf and 0 <= self.share < math.inf):
+            raise ValueError(
+                f"weight must be finite and > 0 and share finite and >= 0, "
+                f"got weight {self.weight}, share {self.share}"
+            )
 
 
 class ClusterSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

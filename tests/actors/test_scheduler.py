@@ -132,6 +132,27 @@ def test_bad_requests_are_refused_at_construction_with_the_field_named() -> None
         RolloutRequest(rollout_id="", task_id="t")
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("weights", {"g": 0.0}, "group 'g'"),
+        ("weights", {"g": -1.0}, "group 'g'"),
+        ("weights", {"g": float("nan")}, "group 'g'"),
+        ("max_retries", -1, "max_retries"),
+        ("backoff_s", float("nan"), "backoff_s"),
+        ("lost_after_s", -1.0, "lost_after_s"),
+        ("sweep_interval_s", 0.0, "sweep_interval_s"),
+    ],
+)
+def test_a_bad_scheduler_config_is_refused_naming_the_field(
+    field: str, value: object, named: str
+) -> None:
+    # A zero fair-share weight used to surface only at the first dispatch, as a bare
+    # ZeroDivisionError inside the scheduler.
+    with pytest.raises(ValueError, match=named):
+        SchedulerConfig(**{field: value})  # type: ignore[arg-type]
+
+
 def _instant_pool() -> SandboxPool:
     """Two simulated sandboxes that start and run in no time."""
     profile = RuntimeProfile(cold_start=Distribution.constant(0.0), exec=Distribution.constant(0.0))

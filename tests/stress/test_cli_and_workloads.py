@@ -89,6 +89,7 @@ def test_unknown_policy_is_a_clear_error() -> None:
         ("name = 'x'\n[[groups]]\nname = 'g'\nruntime = 'rust'", "needs runtime 'rust'"),
         ("name = 'x'\n[faults]\ncrash_rate = 2.0", r"crash_rate must be within \[0, 1\]"),
         ("name = [", "not valid TOML"),
+        ("name = 'x'\n[[groups]]\nname = 'g'\nweight = nan", "weight must be finite and > 0"),
     ],
 )
 def test_bad_workload_files_name_the_key_path(tmp_path: Path, text: str, message: str) -> None:
