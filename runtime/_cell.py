@@ -123,6 +123,8 @@ class ActorCell:
         metrics = system.metrics
         self.handled = metrics.counter(f"actor.{name}.handled")
         self.handler_time = metrics.histogram(f"actor.{name}.handler_s")
+        # Replaced, not reused: a gauge left by an earlier actor of this name reads its mailbox.
+        metrics.remove(f"actor.{name}.mailbox_depth")
         metrics.gauge(f"actor.{name}.mailbox_depth", self.depth)
         self.restarts = 0
         self.expired_asks = 0
@@ -203,17 +205,29 @@ class ActorCell:
         finally:
             self._scope = None
             current_cell.reset(token)
-            if self.keep_state and started and exit is Exit.CRASHED:
+            if (
+                self.keep_state
+                and started
+                and exit is Exit.CRASHED
+                and self.restart is not Restart.TEMPORARY  # never resumed: stop it now
+            ):
                 # Resume, not restart: the state and resources stay; only the message being
                 # handled is lost (to the dead letters), so on_stop and on_start do not run.
                 self._kept = instance
             else:
-                with (
-                    anyio.CancelScope(shield=True),
-                    anyio.move_on_after(self.system.on_stop_timeout),
-                ):
-                    await self._on_stop(instance)
+                await self._stop_instance(instance)
         return exit
+
+    async def stop_kept(self) -> None:
+        """Run `on_stop` of a crashed instance kept for a resume that will not come (its
+        supervisor gave up), so its resources are released; nothing if none is kept."""
+        instance, self._kept = self._kept, None
+        if instance is not None:
+            await self._stop_instance(instance)
+
+    async def _stop_instance(self, instance: Actor) -> None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.system.on_stop_timeout):
+            await self._on_stop(instance)
 
     async def _serve(self, instance: Actor) -> None:
         # The hot loop of the runtime: take without waiting while there is mail, wait only

@@ -80,8 +80,20 @@ class DeadlineWheel:
     def add(
         self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], timeout: float
     ) -> set[asyncio.Future[Any]]:
-        """Expire `future` after at least `timeout` seconds; returns the bucket to leave later."""
-        key = math.ceil((loop.time() + timeout) / self._resolution)
+        """Expire `future` after at least `timeout` seconds; returns the bucket to leave later.
+
+        `math.inf` never expires it (and `-math.inf` at once).
+
+        :raises ValueError: `timeout` is NaN or not a number.
+        """
+        try:
+            key = math.ceil((loop.time() + timeout) / self._resolution)
+        except OverflowError:  # infinite: +inf never expires, -inf is due at once
+            if timeout > 0:
+                return set()
+            key = math.ceil(loop.time() / self._resolution)
+        except (TypeError, ValueError):  # checked only here, off the hot path
+            raise ValueError(f"ask timeout must be a number of seconds, got {timeout!r}") from None
         bucket = self._buckets.get(key)
         if bucket is None:
             bucket = self._buckets[key] = set()

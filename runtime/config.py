@@ -41,7 +41,9 @@ def load_config(
     """
     data: dict[str, Any] = msgspec.to_builtins(cls())
     if base is not None:
-        _merge(data, dict(base))
+        # A copy: merging stores its tables by reference, and the file and overrides then
+        # write into them, which would change the caller's `base` for its next load.
+        _merge(data, _plain(base))
     source = "defaults"
     if path is not None:
         source = str(path)
@@ -110,6 +112,15 @@ def _merge(into: dict[str, Any], update: Mapping[str, Any]) -> None:
             _merge(into[key], value)
         else:
             into[key] = value
+
+
+def _plain(value: Any) -> Any:
+    """A deep copy of `value` with every mapping a dict (so overrides can descend into it)."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
 
 
 def _drop_none(value: Any) -> Any:

@@ -11,7 +11,11 @@ import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import structlog
+
 __all__ = ["Counter", "Gauge", "Histogram", "MetricsRegistry"]
+
+_log = structlog.get_logger("roost.metrics")
 
 
 class Counter:
@@ -52,7 +56,17 @@ class Histogram:
     Min, max, count and sum are exact.
     """
 
-    __slots__ = ("_buckets", "_floor", "_inv_log_growth", "count", "max", "min", "name", "sum")
+    __slots__ = (
+        "_buckets",
+        "_floor",
+        "_inv_log_growth",
+        "count",
+        "max",
+        "min",
+        "name",
+        "nonfinite",
+        "sum",
+    )
 
     def __init__(self, name: str, *, floor: float = 1e-7, growth: float = 1.02) -> None:
         if floor <= 0 or growth <= 1:
@@ -65,19 +79,28 @@ class Histogram:
         self.sum = 0.0
         self.min = math.inf
         self.max = -math.inf
+        self.nonfinite = 0  # NaN or +inf values offered to `record`, kept out of the rest
 
     def record(self, value: float) -> None:
+        """Add `value`. NaN and +inf fit no bucket: they are only counted, in `nonfinite`
+        (a diverged statistic must not crash the actor that records it)."""
+        try:
+            index = (
+                0
+                if value <= self._floor
+                else 1 + int(math.log(value / self._floor) * self._inv_log_growth)
+            )
+        except (ValueError, OverflowError):  # int(nan), int(inf): no test on the hot path
+            if not self.nonfinite:
+                _log.warning("histogram_nonfinite_value", histogram=self.name, value=value)
+            self.nonfinite += 1
+            return
         self.count += 1
         self.sum += value
         if value < self.min:
             self.min = value
         if value > self.max:
             self.max = value
-        index = (
-            0
-            if value <= self._floor
-            else 1 + int(math.log(value / self._floor) * self._inv_log_growth)
-        )
         buckets = self._buckets
         buckets[index] = buckets.get(index, 0) + 1
 

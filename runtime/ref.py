@@ -80,6 +80,7 @@ class ActorRef:
         :raises ActorStoppedError: the actor stopped before answering.
         :raises ActorCrashedError: the handler raised; the original error is the cause.
         :raises UnhandledMessageError: the actor has no handler for this message type.
+        :raises ValueError: `timeout` is not a number of seconds (`math.inf`: no deadline).
         """
         try:
             loop = asyncio.get_running_loop()
@@ -87,14 +88,17 @@ class ActorRef:
             return await self._ask_with_event(message, timeout)
         future: asyncio.Future[Any] = loop.create_future()
         envelope = AskEnvelope(message, future)
+        # The deadline first: a timeout it cannot use fails the ask before anything is sent.
+        bucket = self._wheel.add(loop, future, timeout)
         try:
             self._send.send_nowait(envelope)
         except anyio.WouldBlock:
+            bucket.discard(future)
             return await self._ask_slowly(envelope, future, timeout)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            bucket.discard(future)
             raise ActorStoppedError(f"{self._cell.name} is stopped") from None
         self._wake()
-        bucket = self._wheel.add(loop, future, timeout)
         try:
             return await future
         except Expired:
@@ -121,8 +125,11 @@ class ActorRef:
                 await self.tell(AskEnvelope(message, reply))
                 await reply.event.wait()
         except TimeoutError:
-            reply.abandon()
             raise self._timeout_error(message, timeout) from None
+        finally:
+            # Timed out or cancelled: the actor skips it (as a cancelled future is on asyncio).
+            # After an answer this changes nothing.
+            reply.abandon()
         if reply.error is not None:
             raise reply.error
         return reply.result

@@ -103,8 +103,11 @@ class Supervisor:
         `redeliver=N`, the message being handled at a crash is handed to the restarted actor
         again, up to N times in a row, before it goes to the dead letters (at-least-once: for
         idempotent handlers).
+
+        :raises RuntimeError: this supervisor is closed or stopped (nothing would run the actor).
         """
         self.system._check_name_free(name)
+        self._check_running()
         cell = ActorCell(
             self.system,
             name,
@@ -127,7 +130,11 @@ class Supervisor:
         within: float = 5.0,
         restart: Restart = Restart.PERMANENT,
     ) -> Supervisor:
-        """Start a child supervisor; its escalations come to this one."""
+        """Start a child supervisor; its escalations come to this one.
+
+        :raises RuntimeError: this supervisor is closed or stopped.
+        """
+        self._check_running()
         child = Supervisor(
             self.system,
             name,
@@ -139,6 +146,12 @@ class Supervisor:
         self.system._supervisors.append(child)
         self._adopt(child)
         return child
+
+    def _check_running(self) -> None:
+        # A stopped supervisor never runs its task group again: a child adopted now would
+        # accept mail that nothing serves, and its senders would wait forever.
+        if self._closing.is_set() or self.stopped.is_set():
+            raise RuntimeError(f"supervisor {self.name!r} is stopped; it starts no children")
 
     def _adopt(self, child: _Child) -> None:
         self._children.append(child)
@@ -178,6 +191,11 @@ class Supervisor:
         return self._closing.is_set()
 
     def retire(self) -> None:
+        # Not run again, so neither are its children: stop them too (their mailboxes
+        # dead-lettered, their names freed), or sends to them would wait on nothing.
+        for child in self._children:
+            child.retire()
+        self._children.clear()
         self.stopped.set()
 
     def close(self) -> None:
@@ -259,5 +277,5 @@ class _CellChild:
 
     def retire(self) -> None:
         # Not restarted again: whatever is still queued will never be handled.
-        self.cell.drain("actor stopped")
+        self.cell.system._retire_mailbox(self.cell)
         self.cell.stopped.set()

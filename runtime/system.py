@@ -130,6 +130,10 @@ class ActorSystem:
         self._metrics_interval = metrics_interval
         self._stopping = False
         self._stopped_gracefully = True
+        self._dropped_by_actor: dict[str, int] = {}
+        self._dropped_by_type: dict[str, int] = {}
+        self._background_scopes: list[anyio.CancelScope] = []
+        self._root_done = anyio.Event()
         self._handler_budget = handler_budget
         self.collector = CollectorTuner(gc_freeze_actors)
         self.stuck_handlers: list[StuckHandler] = []
@@ -142,7 +146,7 @@ class ActorSystem:
         self._task_group.start_soon(self._run_root, name="roost:root")
         if self._lag_interval is not None:
             lag = self.metrics.histogram("loop_lag_s")
-            self._task_group.start_soon(self._background, measure_loop_lag(lag))
+            self._start_background(measure_loop_lag(lag))
         if self._handler_budget is not None:
             watchdog = watch_handlers(
                 self,
@@ -150,12 +154,12 @@ class ActorSystem:
                 interval=min(1.0, self._handler_budget / 4),
                 reports=self.stuck_handlers,
             )
-            self._task_group.start_soon(self._background, watchdog)
+            self._start_background(watchdog)
         if self._metrics_path is not None:
             writer = write_metrics_jsonl(
                 self.metrics, self._metrics_path, interval=self._metrics_interval
             )
-            self._task_group.start_soon(self._background, writer)
+            self._start_background(writer)
         return self
 
     async def __aexit__(
@@ -166,7 +170,14 @@ class ActorSystem:
     ) -> bool | None:
         assert self._task_group is not None
         if exc is None and not self._stopping:
-            await self.stop()
+            try:
+                await self.stop()
+            except BaseException as error:
+                # Cancelled mid-stop: by our own task group when a child failed (an escalation
+                # while draining), or from outside. The task group must still be exited, or the
+                # child's error is lost and its tasks outlive the system.
+                self._abort()
+                exc_type, exc, tb = type(error), error, error.__traceback__
         else:
             self._abort()
         try:
@@ -182,12 +193,14 @@ class ActorSystem:
             raise
         finally:
             self.collector.close()
+            await self._stop_kept_instances()
             self._finish_report()
 
     async def stop(self, timeout: float | None = None) -> None:
         """Stop gracefully within `timeout` (default `stop_timeout`), then cancel what is left.
 
-        Returns once every actor has stopped; the outcome is in `stop_report`.
+        Returns once every actor has stopped; the outcome is in `stop_report`. Called inside
+        the `async with` block, the block goes on (only the system's own tasks end).
         """
         if self._stopping:
             return
@@ -201,38 +214,77 @@ class ActorSystem:
         if scope.cancelled_caught:
             self._stopped_gracefully = False
             _log.warning("stop_deadline_passed", timeout=scope.deadline)
-        self._abort()
+        # Not the task group's cancel scope: it also holds the body of the `async with`, which
+        # would then end silently at its next await after an explicit stop().
+        self._wind_down()
+        await self._root_done.wait()
+        await self._stop_kept_instances()
+        self._finish_report()
 
-    def _abort(self) -> None:
+    def _wind_down(self) -> None:
+        """End the system's own tasks: timers, background work, and (by closing every
+        supervisor) whatever actor is still running, cancelled."""
         self._stopping = True
         for timer in self._timers:
             timer.cancel()
-        if self._task_group is not None:
-            self._task_group.cancel_scope.cancel()
+        for scope in self._background_scopes:
+            scope.cancel()
         for supervisor in self._supervisors:
             supervisor.close()
 
-    def _finish_report(self) -> None:
-        by_actor: dict[str, int] = {}
-        by_type: dict[str, int] = {}
+    def _abort(self) -> None:
+        self._wind_down()
+        if self._task_group is not None:
+            self._task_group.cancel_scope.cancel()
+
+    async def _stop_kept_instances(self) -> None:
         for cell in self._order:
-            dropped = cell.drain("stop deadline")
-            if dropped:
-                self._stopped_gracefully = False
-                by_actor[cell.name] = by_actor.get(cell.name, 0) + sum(dropped.values())
-                for type_name, count in dropped.items():
-                    by_type[type_name] = by_type.get(type_name, 0) + count
-        self.stop_report = StopReport(self._stopped_gracefully, by_actor, by_type)
-        if by_actor:
+            await cell.stop_kept()
+
+    def _retire_mailbox(self, cell: ActorCell) -> None:
+        """Dead-letter what is left for an actor that will not run again; cancelled by a stop
+        past its deadline, that is what the stop dropped."""
+        if self._stopping and not self._stopped_gracefully:
+            self._count_dropped(cell.name, cell.drain("stop deadline"))
+        else:
+            cell.drain("actor stopped")
+
+    def _count_dropped(self, actor: str, dropped: dict[str, int]) -> None:
+        if dropped:
+            self._stopped_gracefully = False
+            by_actor, by_type = self._dropped_by_actor, self._dropped_by_type
+            by_actor[actor] = by_actor.get(actor, 0) + sum(dropped.values())
+            for type_name, count in dropped.items():
+                by_type[type_name] = by_type.get(type_name, 0) + count
+
+    def _finish_report(self) -> None:
+        # Adds to what was counted before: stop() reports, and the exit drains again.
+        for cell in self._order:
+            self._count_dropped(cell.name, cell.drain("stop deadline"))
+        by_actor, by_type = self._dropped_by_actor, self._dropped_by_type
+        report = StopReport(self._stopped_gracefully, dict(by_actor), dict(by_type))
+        if by_actor and report != self.stop_report:
             _log.warning("stopped_with_dropped_messages", dropped=by_actor, by_type=by_type)
+        self.stop_report = report
 
     async def _run_root(self) -> None:
-        await self._root.run_once()
+        try:
+            await self._root.run_once()
+        finally:
+            self._root_done.set()
         if self._root.escalation is not None:
             raise self._root.escalation
 
-    async def _background(self, work: Any) -> None:
-        await work
+    def _start_background(self, work: Any) -> None:
+        # A scope made now, so that a stop before the task has even started still ends it.
+        scope = anyio.CancelScope()
+        self._background_scopes.append(scope)
+        assert self._task_group is not None
+        self._task_group.start_soon(self._background, work, scope)
+
+    async def _background(self, work: Any, scope: anyio.CancelScope) -> None:
+        with scope:
+            await work
 
     # -- actors ---------------------------------------------------------------------------------
 

@@ -82,7 +82,7 @@ def send_periodic(
             while True:
                 await anyio.sleep(max(0.0, due - anyio.current_time()))
                 if not await timer._deliver(ref, message):
-                    return
+                    break  # not return: `finished` below lets the system forget this timer
                 now = anyio.current_time()
                 due += interval
                 if due <= now:  # fell behind: skip the missed ticks

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import anyio
 import pytest
 from anyio import wait_all_tasks_blocked
@@ -91,3 +93,54 @@ async def test_ask_works_on_trio_through_the_generic_path(anyio_backend: object)
         assert await counter.ask(Read(), timeout=1.0) == 3
         with pytest.raises(ActorCrashedError):
             await counter.ask(Crash(), timeout=1.0)
+
+
+async def test_ask_with_an_infinite_timeout_waits_for_the_reply() -> None:
+    gate = anyio.Event()
+    async with ActorSystem(lag_interval=None) as system:
+        ref = system.spawn(lambda: Recorder([], gate), name="slow")
+        await ref.tell(Hold())
+        answers: list[object] = []
+
+        async def ask_forever() -> None:
+            answers.append(await ref.ask(Read(), timeout=math.inf))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask_forever)
+            await anyio.sleep(3600.0)  # virtual: an hour passes, and the ask still waits
+            assert answers == []
+            gate.set()
+        assert answers == [1]
+
+
+@pytest.mark.parametrize("timeout", [math.nan, None, "1s"])
+async def test_ask_with_a_timeout_that_is_not_seconds_fails_before_sending(
+    timeout: object,
+) -> None:
+    seen: list[object] = []
+    async with ActorSystem(lag_interval=None) as system:
+        ref = system.spawn(lambda: Recorder(seen), name="r")
+        with pytest.raises(ValueError, match="ask timeout must be a number of seconds"):
+            await ref.ask(Note(sender=0, seq=0), timeout=timeout)  # type: ignore[arg-type]
+        assert await ref.ask(Read(), timeout=1.0) == 0
+    assert seen == []
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio", VIRTUAL])
+async def test_a_cancelled_ask_is_skipped_by_the_actor(anyio_backend: object) -> None:
+    seen: list[object] = []
+    gate = anyio.Event()
+    async with ActorSystem(lag_interval=None) as system:
+        ref = system.spawn(lambda: Recorder(seen, gate), name="r")
+        await ref.tell(Hold())
+
+        async def ask_note() -> None:
+            await ref.ask(Note(sender=0, seq=0), timeout=100.0)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask_note)
+            await wait_all_tasks_blocked()  # the ask waits behind the Hold
+            group.cancel_scope.cancel()
+        gate.set()
+        assert await ref.ask(Read(), timeout=1.0) == 1  # only the Hold was handled
+    assert seen == [Hold()]

@@ -73,3 +73,22 @@ def test_unquoted_strings_are_accepted_in_overrides() -> None:
     apply_override(data, "a.b=fifo")
     apply_override(data, "a.c=[1, 2]")
     assert data == {"a": {"b": "fifo", "c": [1, 2]}}
+
+
+class Sandbox(msgspec.Struct, forbid_unknown_fields=True):
+    image: str = "python"
+    cpus: int = 1
+
+
+class Deployment(msgspec.Struct, forbid_unknown_fields=True):
+    sandbox: Sandbox | None = None
+
+
+def test_a_base_reused_for_several_loads_is_left_untouched(tmp_path: Path) -> None:
+    base = {"sandbox": {"image": "ubuntu"}}
+    path = tmp_path / "deploy.toml"
+    path.write_text("[sandbox]\ncpus = 4\n")
+    first = load_config(Deployment, base=base, path=path, overrides=["sandbox.image=alpine"])
+    assert first.sandbox == Sandbox(image="alpine", cpus=4)
+    assert base == {"sandbox": {"image": "ubuntu"}}
+    assert load_config(Deployment, base=base).sandbox == Sandbox(image="ubuntu", cpus=1)

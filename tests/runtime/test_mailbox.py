@@ -8,10 +8,10 @@ from anyio import wait_all_tasks_blocked
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime import ActorStoppedError, ActorSystem
+from runtime import ActorStoppedError, ActorSystem, Restart
 from runtime._cell import _peekable_state
 from tests.conftest import REAL
-from tests.runtime._actors import Hold, Note, Read, Recorder
+from tests.runtime._actors import Crash, Hold, Note, Read, Recorder
 
 pytestmark = pytest.mark.anyio
 
@@ -118,3 +118,18 @@ async def test_public_receive_path_delivers_the_same(
             await ref.tell(Note(sender=0, seq=seq))
         assert await ref.ask(Read(), timeout=5) == 100
     assert [m.seq for m in seen if isinstance(m, Note)] == list(range(100))
+
+
+async def test_mailbox_depth_of_an_actor_spawned_under_a_freed_name_reads_its_own_mailbox() -> None:
+    gate = anyio.Event()
+    async with ActorSystem(lag_interval=None) as system:
+        first = system.spawn(lambda: Recorder([]), name="r", restart=Restart.TEMPORARY)
+        await first.tell(Crash())
+        await wait_all_tasks_blocked()
+        assert system.statistics().actors == 0  # "r" is free again
+        second = system.spawn(lambda: Recorder([], gate), name="r")
+        await second.tell(Hold())
+        await wait_all_tasks_blocked()
+        assert second.try_tell(Note(sender=0, seq=0))
+        assert system.metrics.snapshot()["actor.r.mailbox_depth"] == 1
+        gate.set()

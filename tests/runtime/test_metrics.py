@@ -104,3 +104,13 @@ async def test_loop_lag_monitor_sees_a_blocked_loop(anyio_backend: object) -> No
             while lag.count <= seen:  # noqa: ASYNC110
                 await anyio.sleep(0.01)
         assert lag.max >= 0.05  # idle lag here is about a millisecond
+
+
+def test_histogram_counts_nan_and_infinity_apart_instead_of_raising() -> None:
+    hist = Histogram("is_weight_mean")
+    for value in [1.0, math.nan, math.inf, 3.0]:
+        hist.record(value)
+    assert hist.nonfinite == 2
+    assert hist.count == 2
+    assert hist.summary()["mean"] == 2.0
+    assert hist.max == 3.0

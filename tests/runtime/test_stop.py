@@ -8,8 +8,8 @@ from anyio import wait_all_tasks_blocked
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime import Actor, ActorSystem, handler
-from tests.runtime._actors import Hold, Note, Recorder
+from runtime import Actor, ActorSystem, EscalationError, handler
+from tests.runtime._actors import Counter, Crash, Hold, Note, Recorder
 
 pytestmark = pytest.mark.anyio
 
@@ -84,3 +84,30 @@ async def test_actors_stop_in_reverse_spawn_order() -> None:
         for name in ["first", "second", "third"]:
             system.spawn(Named, name=name)
     assert order == ["third", "second", "first"]
+
+
+async def test_escalation_while_draining_at_stop_ends_the_block_with_escalation_error() -> None:
+    # The crash is handled only once the stop has begun: the root gives up mid-stop, and that
+    # must surface as the escalation, not as a stray CancelledError out of the `async with`.
+    with pytest.raises(EscalationError, match="'root' gave up"):
+        async with ActorSystem(lag_interval=None, max_restarts=0) as system:
+            ref = system.spawn(Counter, name="counter")
+            assert ref.try_tell(Crash())
+    assert system.stop_report is not None
+
+
+async def test_an_explicit_stop_lets_the_block_go_on_and_reports_at_once() -> None:
+    seen: list[object] = []
+    after_stop: list[float] = []
+    async with ActorSystem(lag_interval=0.1, handler_budget=1.0) as system:
+        ref = system.spawn(lambda: Recorder(seen), name="r")
+        assert ref.try_tell(Note(sender=0, seq=0))
+        await system.stop()
+        assert seen == [Note(sender=0, seq=0)]  # handled before stop() returned
+        assert system.stop_report is not None
+        assert system.stop_report.graceful
+        assert system.statistics().actors == 0
+        await anyio.sleep(1.0)  # the body is not cancelled by the stop it asked for
+        after_stop.append(anyio.current_time())
+    assert len(after_stop) == 1
+    assert system.stop_report.dropped == 0

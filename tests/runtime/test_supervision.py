@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from anyio import wait_all_tasks_blocked
 from structlog.testing import capture_logs
 
 from runtime import (
     Actor,
+    ActorStoppedError,
     ActorSystem,
     EscalationError,
     Restart,
@@ -188,3 +190,92 @@ async def test_watchdog_reports_a_handler_stuck_past_its_budget_with_the_stack()
     assert 5.0 <= report.seconds <= 7.0
     assert "hold" in report.stack  # the handler's frame is in the stack
     assert system.metrics.snapshot()["stuck_handlers_total"] == 1
+
+
+async def test_spawning_on_a_stopped_supervisor_is_refused() -> None:
+    async with ActorSystem(lag_interval=None) as system:
+        gave_up = system.supervisor("gave-up", max_restarts=0, restart=Restart.TEMPORARY)
+        ref = gave_up.spawn(Counter, name="a")
+        await ref.tell(Crash())
+        await gave_up.stopped.wait()
+        closed = system.supervisor("closed")
+        closed.close()
+        await closed.stopped.wait()
+        for stopped in (gave_up, closed):
+            with pytest.raises(RuntimeError, match=f"supervisor '{stopped.name}' is stopped"):
+                stopped.spawn(Counter, name="b")
+            with pytest.raises(RuntimeError, match="is stopped"):
+                stopped.supervisor("inner")
+        assert system.statistics().actors == 0
+
+
+async def test_children_of_a_supervisor_that_gave_up_for_good_are_stopped() -> None:
+    async with ActorSystem(lag_interval=None, stop_timeout=30.0) as system:
+        sup = system.supervisor("group", max_restarts=0, restart=Restart.TEMPORARY)
+        crasher = sup.spawn(Counter, name="crasher")
+        bystander = sup.spawn(Counter, name="bystander")
+        await crasher.tell(Crash())
+        await sup.stopped.wait()
+        assert system.statistics().actors == 0
+        with pytest.raises(ActorStoppedError):
+            await bystander.tell(Add(amount=1))
+        system.spawn(Counter, name="bystander")  # the name is free again
+        stop_began = anyio.current_time()
+    assert anyio.current_time() == stop_began  # nothing left to wait for at stop
+    assert system.stop_report is not None
+    assert system.stop_report.graceful
+
+
+async def test_closing_a_supervisor_stops_the_actors_of_its_child_supervisors() -> None:
+    async with ActorSystem(lag_interval=None, stop_timeout=30.0) as system:
+        outer = system.supervisor("outer")
+        inner = outer.supervisor("inner")
+        ref = inner.spawn(Counter, name="deep")
+        assert await ref.ask(Read(), timeout=1.0) == 0
+        outer.close()
+        await outer.stopped.wait()
+        assert inner.stopped.is_set()
+        assert system.statistics().actors == 0
+        with pytest.raises(ActorStoppedError):
+            await ref.ask(Read(), timeout=1.0)
+        stop_began = anyio.current_time()
+    assert anyio.current_time() == stop_began
+    assert system.stop_report is not None
+    assert system.stop_report.graceful
+
+
+class Resource(Actor):
+    """Holds a resource that on_stop releases; a crash with keep_state keeps it."""
+
+    def __init__(self, released: list[str]) -> None:
+        self.released = released
+
+    async def on_stop(self) -> None:
+        self.released.append(self.name)
+
+    @handler
+    def crash(self, msg: Crash) -> None:
+        raise RuntimeError(msg.reason)
+
+
+async def test_a_kept_instance_that_will_not_be_resumed_is_stopped() -> None:
+    released: list[str] = []
+    async with ActorSystem(lag_interval=None) as system:
+        ref = system.spawn(
+            lambda: Resource(released), name="once", restart=Restart.TEMPORARY, keep_state=True
+        )
+        await ref.tell(Crash())
+        await wait_all_tasks_blocked()
+        assert system.statistics().actors == 0
+        assert released == ["once"]  # at once, not only when the system exits
+    assert released == ["once"]
+
+
+async def test_a_kept_instance_is_stopped_when_its_crash_ends_the_system() -> None:
+    released: list[str] = []
+    with pytest.raises(EscalationError):
+        async with ActorSystem(lag_interval=None, max_restarts=0) as system:
+            ref = system.spawn(lambda: Resource(released), name="kept", keep_state=True)
+            await ref.tell(Crash())
+            await anyio.sleep_forever()
+    assert released == ["kept"]
