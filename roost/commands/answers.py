@@ -17,7 +17,13 @@ from roost.train.answers import AnswersPart
 @click.command("answers")
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--level", default=3, show_default=True, help="A chain level of the run (1-4).")
-@click.option("--parts", default=4, show_default=True, help="Time slices of the RL phase.")
+@click.option(
+    "--parts",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Time slices of the RL phase (at most one per first attempt).",
+)
 @click.option(
     "--by-form",
     is_flag=True,
@@ -58,9 +64,12 @@ def answers_command(
     if by_form:
         console.print(_FORMS, highlight=False)
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
         data = msgspec.to_builtins(rows if by_form else list(rows.values()))
-        json_out.write_text(json.dumps(data, indent=2) + "\n")
+        try:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps(data, indent=2) + "\n")
+        except OSError as exc:
+            raise click.ClickException(f"{json_out}: cannot write ({exc.strerror})") from None
         console.print(f"wrote {json_out}")
 
 

@@ -35,6 +35,15 @@ def compare_command(run_dirs: tuple[Path, ...], json_out: Path | None) -> None:
         pool_stats,
     )
 
+    seen: dict[Path, Path] = {}
+    for run_dir in run_dirs:
+        # The same run twice would be pooled as two draws: a spread of zero and an interval
+        # narrower than the runs support.
+        first = seen.setdefault(run_dir.resolve(), run_dir)
+        if first is not run_dir:
+            raise click.BadParameter(
+                f"{run_dir} is the same run as {first}; give each run once", param_hint="RUN_DIRS"
+            )
     try:
         runs = [load_run_figures(run_dir) for run_dir in run_dirs]
     except CompareError as exc:
@@ -58,13 +67,16 @@ def compare_command(run_dirs: tuple[Path, ...], json_out: Path | None) -> None:
             }
             for run in runs
         ]
-        json_out.parent.mkdir(parents=True, exist_ok=True)
         document = {
             "runs": rows,
             "pools": msgspec.to_builtins(pools),
             "all_runs": msgspec.to_builtins(overall),  # null: one warm start (or none)
         }
-        json_out.write_text(json.dumps(document, indent=2) + "\n")
+        try:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps(document, indent=2) + "\n")
+        except OSError as exc:
+            raise click.ClickException(f"{json_out}: cannot write ({exc.strerror})") from None
         console.print(f"wrote {json_out}")
 
 

@@ -39,8 +39,21 @@ def sft_command(
     from policies.sft import SFTConfig, sft
     from policies.transformer import TransformerPolicy
 
+    try:
+        # Checked before the data is read and the model built: SFTConfig names a bad value
+        # (a NaN rate, say) that click's ranges let through.
+        config = SFTConfig(
+            steps=steps, batch_size=batch_size, lr=lr, time_budget_s=time_budget, seed=seed
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        text = data_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text (byte {exc.start})"
+        raise click.BadParameter(f"{data_path}: {reason}", param_hint="--data") from None
     pairs: list[tuple[str, str]] = []
-    for number, line in enumerate(data_path.read_text().splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -52,9 +65,6 @@ def sft_command(
                 param_hint="--data",
             ) from None
     policy = TransformerPolicy(seed=seed)
-    config = SFTConfig(
-        steps=steps, batch_size=batch_size, lr=lr, time_budget_s=time_budget, seed=seed
-    )
     try:
         result = sft(policy, pairs, config)
     except ValueError as exc:

@@ -17,4 +17,7 @@ def report_command(run_dir: Path) -> None:
         path = build_report(run_dir)
     except ReportError as exc:
         raise click.ClickException(str(exc)) from None
+    except OSError as exc:  # a read-only copy of a run, a full disk, a directory in the way
+        where = exc.filename or run_dir
+        raise click.ClickException(f"{where}: {exc.strerror} (rebuilding the report)") from None
     click.echo(str(path))

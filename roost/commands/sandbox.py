@@ -31,11 +31,19 @@ from sandboxes import (
 )
 
 INFRA_EXIT = 3
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 _REAL_BACKENDS = [b for b in BACKENDS if b != "sim"]
 
 
 @click.group()
-@click.option("--log-level", default="warning", show_default=True, help="Log level (stderr).")
+@click.option(
+    "--log-level",
+    # A name logging does not know was a KeyError traceback out of configure_logging.
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="warning",
+    show_default=True,
+    help="Log level (stderr).",
+)
 def sandbox(log_level: str) -> None:
     """Sandboxes: run a command, check isolation, build images (see docs/sandboxes.md)."""
     from runtime.logs import configure_logging
@@ -111,7 +119,13 @@ async def _with_reaper(backend: str, body: Any) -> Any:
 
 @sandbox.command("run", context_settings={"ignore_unknown_options": True})
 @click.option("--backend", type=click.Choice(_REAL_BACKENDS), default="process", show_default=True)
-@click.option("--runtime", default="python", show_default=True, help=f"One of {sorted(RUNTIMES)}.")
+@click.option(
+    "--runtime",
+    # The process backend ignored a runtime it did not know instead of refusing it.
+    type=click.Choice(sorted(RUNTIMES)),
+    default="python",
+    show_default=True,
+)
 @click.option("--memory", help="Memory limit, e.g. 256m.")
 @click.option("--pids", type=int, help="Process limit.")
 @click.option("--cpus", type=float, help="CPU quota in cores.")
@@ -144,7 +158,13 @@ def run(
 
 @sandbox.command("check")
 @click.option("--backend", type=click.Choice(_REAL_BACKENDS), required=True)
-@click.option("--runtime", default="python", show_default=True)
+@click.option(
+    "--runtime",
+    # The process backend ignored a runtime it did not know instead of refusing it.
+    type=click.Choice(sorted(RUNTIMES)),
+    default="python",
+    show_default=True,
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines instead of a table.")
 def check(backend: str, runtime: str, as_json: bool) -> None:
     """Run the isolation suite against BACKEND and print a pass/fail table.

@@ -67,11 +67,13 @@ def stress(
 
     names = [name.strip() for name in policies.split(",") if name.strip()]
     unknown = [name for name in names if name not in POLICIES]
+    known = ", ".join(sorted(POLICIES))
     if not names or unknown:
-        raise click.BadParameter(
-            f"unknown policies {unknown}; known: {', '.join(sorted(POLICIES))}",
-            param_hint="--policies",
-        )
+        said = f"unknown policies {unknown}" if unknown else f"no policy named in {policies!r}"
+        raise click.BadParameter(f"{said}; known: {known}", param_hint="--policies")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:  # one column each, and the second run's profile would overwrite the first's
+        raise click.BadParameter(f"{', '.join(twice)} named twice", param_hint="--policies")
     from roost.chaos import ChaosSpecError, parse_chaos
 
     try:
@@ -116,8 +118,11 @@ def stress(
         "seed": seed,
     }
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(to_json(header, results))
+        try:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(to_json(header, results))
+        except OSError as exc:
+            raise click.ClickException(f"{json_out}: cannot write ({exc.strerror})") from None
         console.print(f"wrote {json_out}")
     if plot_dir is not None:
         for path in write_plots(results, plot_dir):

@@ -8,6 +8,7 @@ other line that does not parse is an error naming the file and the line.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -60,15 +61,29 @@ def _decoder(kind: type[T]) -> Callable[[bytes], T]:
 
 
 def _json_object(line: bytes) -> dict[str, Any]:
+    """A metrics snapshot: its time `t` and the actors' `.handled` counters are numbers
+    (`analyze` computes with them)."""
     value = json.loads(line)
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    for key, item in value.items():
+        if (key == "t" or (key.startswith("actor.") and key.endswith(".handled"))) and (
+            isinstance(item, bool) or not isinstance(item, int | float) or not math.isfinite(item)
+        ):
+            raise ValueError(f"{key}: expected a finite number, got {item!r}")
     return value
 
 
 def read_jsonl(path: Path, parse: Callable[[bytes], T]) -> list[T]:
-    """Parse each line of `path`; a bad last line without its newline is a torn write, dropped."""
-    data = path.read_bytes()
+    """Parse each line of `path`; a bad last line without its newline is a torn write, dropped.
+
+    :raises ProfileInputError: the file cannot be read, or a line before the last does not
+        parse (naming the file and the line).
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ProfileInputError(f"{path}: cannot read ({exc.strerror})") from None
     lines = data.split(b"\n")
     out: list[T] = []
     for number, line in enumerate(lines, start=1):
@@ -76,10 +91,12 @@ def read_jsonl(path: Path, parse: Callable[[bytes], T]) -> list[T]:
             continue
         try:
             out.append(parse(line))
-        except (ValueError, msgspec.DecodeError) as exc:
+        except (ValueError, msgspec.DecodeError, RecursionError) as exc:
+            # RecursionError: json.loads recurses once per level of `[[[...`
             if number == len(lines):  # no newline after it: the writer died mid-line
                 break
-            raise ProfileInputError(f"{path}:{number}: {exc}") from None
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
+            raise ProfileInputError(f"{path}:{number}: {reason}") from None
     return out
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import msgspec
 
+from policies.scheduling import make_policy
 from runtime.distributions import Distribution
 from sandboxes.sim_cluster import FaultModel, RuntimeProfile
 
@@ -47,6 +48,7 @@ class GroupSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                 f"weight must be finite and > 0 and share finite and >= 0, "
                 f"got weight {self.weight}, share {self.share}"
             )
+        _check_episode(self.max_steps, self.deadline_s)
 
 
 class ClusterSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -94,6 +96,29 @@ class SchedulerSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     #: Options per policy name, e.g. {priority = {aging_per_s = 0.05}}.
     policy_options: dict[str, dict[str, float]] = msgspec.field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Checked when the file is read, not mid-simulation, where a sweep every 0 s or bad
+        # policy options surfaced as a traceback out of the actor system.
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries: must be >= 0, got {self.max_retries}")
+        if not (0 <= self.backoff_s <= self.backoff_max_s < math.inf):
+            raise ValueError(
+                f"backoff_s, backoff_max_s: need 0 <= backoff_s <= backoff_max_s, finite, "
+                f"got {self.backoff_s}, {self.backoff_max_s}"
+            )
+        if not 0 <= self.lost_after_s < math.inf:
+            raise ValueError(f"lost_after_s: must be finite and >= 0, got {self.lost_after_s}")
+        if not 0 < self.sweep_interval_s < math.inf:
+            raise ValueError(
+                f"sweep_interval_s: must be finite and > 0, got {self.sweep_interval_s}"
+            )
+        for table in ("group", "runtime", "tenant"):
+            for name, limit in getattr(self.quotas, table).items():
+                if limit < 1:  # 0 never starts a rollout of it: each waits out its deadline
+                    raise ValueError(f"quotas.{table}.{name}: must be >= 1, got {limit}")
+        for policy, options in self.policy_options.items():
+            make_policy(policy, options)  # raises ValueError naming the policy and the option
+
 
 class Workload(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     name: str
@@ -109,6 +134,7 @@ class Workload(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     scheduler: SchedulerSpec = msgspec.field(default_factory=SchedulerSpec)
 
     def __post_init__(self) -> None:
+        _check_episode(self.max_steps, self.deadline_s)
         if not self.groups:
             raise ValueError("groups: at least one group is needed")
         names = [g.name for g in self.groups]
@@ -122,6 +148,14 @@ class Workload(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                 )
         if sum(g.share for g in self.groups) <= 0:
             raise ValueError("groups: the shares must not all be zero")
+
+
+def _check_episode(max_steps: int | None, deadline_s: float | None) -> None:
+    """What each rollout request needs (its constructor refused these mid-simulation)."""
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"max_steps: must be >= 1, got {max_steps}")
+    if deadline_s is not None and not 0 < deadline_s < math.inf:
+        raise ValueError(f"deadline_s: must be finite and > 0, got {deadline_s}")
 
 
 def load_workload(path: str | Path) -> Workload:

@@ -37,7 +37,8 @@ __all__ = [
 
 
 class AnswersError(Exception):
-    """Not a run directory of procedural tasks, or a level that is not a chain."""
+    """Not a run directory of procedural tasks, a level that is not a chain or has no scored
+    rollout, or more parts than first attempts."""
 
 
 class AnswersPart(msgspec.Struct, frozen=True):
@@ -73,7 +74,8 @@ _FirstAttempt = tuple[float, list[str], list[str] | None, bool]
 def chain_answers(run_dir: Path, level: int, parts: int = 4) -> list[AnswersPart]:
     """The first attempts at `level` of the run's scored rollouts, in `parts` time slices.
 
-    :raises AnswersError: naming what is wrong (no run, not procedural tasks, no such level).
+    :raises AnswersError: naming what is wrong (no run, not procedural tasks, no such level,
+        no scored rollout at it, more parts than first attempts).
     """
     return [_part(part) for part in _slices(run_dir, level, parts)]
 
@@ -99,8 +101,8 @@ def _slices(run_dir: Path, level: int, parts: int) -> list[list[_FirstAttempt]]:
         raise AnswersError(f"{run_dir}: no config.toml; not a roost train run directory")
     try:
         config = load_train_config(run.config).tasks
-    except ConfigError as exc:
-        raise AnswersError(f"{run.config}: {exc}") from None
+    except ConfigError as exc:  # its message names the file already
+        raise AnswersError(str(exc)) from None
     if config.source != "procedural":
         raise AnswersError(f"{run_dir}: tasks.source is {config.source!r}; chains are procedural")
     if not 1 <= level <= CHAIN_LEVELS or level not in config.levels:
@@ -109,7 +111,10 @@ def _slices(run_dir: Path, level: int, parts: int) -> list[list[_FirstAttempt]]:
             f"chains are levels 1 to {CHAIN_LEVELS})"
         )
     generator = procedural_tasks(config)
-    records, _ = load_run_records(run)
+    try:
+        records, _ = load_run_records(run)
+    except OSError as exc:
+        raise AnswersError(f"{run.log}: cannot read ({exc.strerror})") from None
     firsts: list[_FirstAttempt] = []
     for record in records:
         if not (isinstance(record, TrajectoryRecord) and record.status == "scored"):
@@ -124,6 +129,14 @@ def _slices(run_dir: Path, level: int, parts: int) -> list[list[_FirstAttempt]]:
         firsts.append((record.finished_at, want, kinds, record.turns[0].passed))
     firsts.sort(key=lambda first: first[0])
     n = len(firsts)
+    if n == 0:  # slices of nothing would read as a level never failed
+        raise AnswersError(
+            f"{run.log}: no scored rollout at level {level} (a run stopped before its RL phase?)"
+        )
+    if parts > n:  # empty slices say nothing, and 10**8 of them exhausted memory
+        raise AnswersError(
+            f"parts: {parts} slices of {n} first attempts at level {level}; at most {n}"
+        )
     return [firsts[i * n // parts : (i + 1) * n // parts] for i in range(parts)]
 
 

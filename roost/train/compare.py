@@ -12,10 +12,12 @@ setting are draws of one quantity whichever warm start they came from.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 
@@ -29,9 +31,10 @@ __all__ = [
     "pool_all",
     "pool_by_warm_start",
     "pool_stats",
+    "t975",
 ]
 
-# Two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom (beyond: the normal's).
+# Two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom (beyond: `t975`).
 _T975 = (
     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
     2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
@@ -41,14 +44,20 @@ _T975 = (
 
 _STAGES = ("after_sft", "after_rl")
 
+#: A pass rate is a fraction; NaN and values outside [0, 1] are a corrupted summary, and a
+#: figure made from them would look like any other.
+_Fraction = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+#: Counts, seconds and errors are never negative (NaN is refused too).
+_NonNegative = Annotated[float, msgspec.Meta(ge=0.0)]
+
 
 class CompareError(Exception):
     """A run directory that cannot be compared (no summary, or a malformed one)."""
 
 
 class PassRate(msgspec.Struct, frozen=True):
-    greedy: float | None  # null for a split without tasks (no test-only levels, say)
-    sampled: float | None
+    greedy: _Fraction | None  # null for a split without tasks (no test-only levels, say)
+    sampled: _Fraction | None
 
 
 class HeldOut(msgspec.Struct, frozen=True):
@@ -58,7 +67,7 @@ class HeldOut(msgspec.Struct, frozen=True):
 
 
 class Throughput(msgspec.Struct, frozen=True):
-    rollouts_per_s: float = 0.0
+    rollouts_per_s: _NonNegative = 0.0
 
 
 class _Summary(msgspec.Struct, frozen=True):
@@ -68,12 +77,12 @@ class _Summary(msgspec.Struct, frozen=True):
     heldout_pass_rate_after_rl: HeldOut | None
     heldout_pass_rate_sft_only_control: HeldOut | None = None
     name: str = ""
-    versions: int = 0
-    wall_seconds: float = 0.0
-    heldout_tasks: int = 0
+    versions: Annotated[int, msgspec.Meta(ge=0)] = 0
+    wall_seconds: _NonNegative = 0.0
+    heldout_tasks: Annotated[int, msgspec.Meta(ge=0)] = 0
     throughput: Throughput = Throughput()
     heldout_by_level: dict[str, dict[str, PassRate] | None] = {}
-    heldout_sampled_se: dict[str, dict[str, float | None] | None] = {}
+    heldout_sampled_se: dict[str, dict[str, _NonNegative | None] | None] = {}
 
 
 class RunFigures(msgspec.Struct, frozen=True):
@@ -147,17 +156,33 @@ def _rms(values: Sequence[float | None], n: int) -> float | None:
 
 def gain_stats(gains: Sequence[float], errors: Sequence[float | None] = ()) -> GainStats | None:
     """Mean, sample standard deviation and Student's-t 95 % interval of `gains`; with each
-    gain's evaluation standard error in `errors`, also their root mean square."""
+    gain's evaluation standard error in `errors`, also their root mean square.
+
+    :raises ValueError: a gain that is NaN or infinite (it would turn every figure into NaN).
+    """
     if not gains:
         return None
+    if not all(math.isfinite(gain) for gain in gains):
+        raise ValueError(f"gains: must be finite numbers, got {list(gains)}")
     n, mean = len(gains), statistics.fmean(gains)
     eval_sd = _rms(errors, n)
     if n == 1:
         return GainStats(n=1, mean=mean, sd=None, low=None, high=None, eval_sd=eval_sd)
     sd = statistics.stdev(gains)
-    t = _T975[n - 2] if n - 1 <= len(_T975) else 1.960
-    half = t * sd / math.sqrt(n)
+    half = t975(n - 1) * sd / math.sqrt(n)
     return GainStats(n=n, mean=mean, sd=sd, low=mean - half, high=mean + half, eval_sd=eval_sd)
+
+
+def t975(df: int) -> float:
+    """The two-sided 95 % quantile of Student's t with `df` degrees of freedom: the table to
+    30, then the Cornish-Fisher expansion about the normal's 1.960 (within 0.001 there; the
+    normal's quantile alone would narrow the interval by 4 % at 31)."""
+    if df < 1:
+        raise ValueError(f"df: must be >= 1, got {df}")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
 def load_run_figures(run_dir: Path) -> RunFigures:
@@ -170,12 +195,17 @@ def load_run_figures(run_dir: Path) -> RunFigures:
     except OSError as exc:
         reason = f"no summary ({exc.strerror}); `roost report` rebuilds it from the run's log"
         raise CompareError(f"{path}: {reason}") from None
+    # Python's json, not msgspec's: summary.json is written by `json.dumps`, which writes
+    # NaN for a figure a comparison never reads (a diverged SFT loss, say); msgspec refuses
+    # the whole file for it. The figures read are validated below, NaN refused there.
     try:
-        summary = msgspec.json.decode(raw, type=_Summary)
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, bytes that are not UTF-8
+        raise CompareError(f"{path}: not JSON ({exc})") from None
+    try:
+        summary = msgspec.convert(data, type=_Summary)
     except msgspec.ValidationError as exc:
         raise CompareError(f"{path}: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise CompareError(f"{path}: not JSON ({exc})") from None
     levels = summary.heldout_by_level
     se = [(summary.heldout_sampled_se.get(stage) or {}).get("all") for stage in _STAGES]
     sft, rl = levels.get("after_sft") or {}, levels.get("after_rl") or {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import html
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from roost.figures import save_figure
+from roost.profile.sources import ProfileInputError, read_jsonl
 from roost.train.config import ConfigError, load_train_config
 from roost.train.lineage import trace_lineage
 from roost.train.profile_export import export_profile_inputs
 from roost.train.records import StepRecord, TrajectoryRecord
-from roost.train.rundir import RunDir
+from roost.train.rundir import CorruptProgressError, RunDir
 from roost.train.summary import load_run_records, write_summary
 
 __all__ = ["PLOTS", "ReportError", "build_report"]
@@ -45,14 +47,19 @@ class ReportError(RuntimeError):
 
 
 def build_report(run_dir: Path) -> Path:
+    """Rewrite summary.json, the plots and report.html of `run_dir`; returns the report's path.
+
+    :raises ReportError: no config.toml, or a config, progress.json or metrics.jsonl that
+        cannot be read (the message names the file).
+    """
     run = RunDir(run_dir)
     if not run.config.exists():
         raise ReportError(f"{run_dir}: no config.toml; not a roost train run directory")
     try:
         config = load_train_config(run.config)
-    except ConfigError as exc:
+        progress = run.read_progress()
+    except (ConfigError, CorruptProgressError) as exc:
         raise ReportError(str(exc)) from None
-    progress = run.read_progress()
     metrics = _read_metrics(run.metrics)
     summary = write_summary(run, config, progress, metrics[-1] if metrics else {})
     records, _ = load_run_records(run)
@@ -72,15 +79,33 @@ def build_report(run_dir: Path) -> Path:
 
 
 def _read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The snapshots of metrics.jsonl; a torn last line (a crash mid-write) is dropped.
+
+    :raises ReportError: any other line that is not a snapshot, naming the file and line
+        (the writer cuts a torn line before it appends on resume, so this is corruption).
+    """
     if not path.exists():
         return []
-    lines = []
-    for line in path.read_text().splitlines():
-        try:
-            lines.append(json.loads(line))
-        except ValueError:
-            continue  # a torn last line after a crash
-    return lines
+    try:
+        return read_jsonl(path, _snapshot)
+    except ProfileInputError as exc:
+        raise ReportError(str(exc)) from None
+
+
+def _snapshot(line: bytes) -> dict[str, Any]:
+    """One metrics line, with the keys the report computes with checked."""
+    value = json.loads(line)
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    for key in ("t", "pool.busy", "pool.total"):
+        item = value.get(key)
+        if item is None and key != "t":
+            continue  # a snapshot taken before the pool existed
+        if isinstance(item, bool) or not isinstance(item, int | float) or not math.isfinite(item):
+            raise ValueError(f"{key}: expected a finite number, got {item!r}")
+    if not isinstance(value.get("loop_lag_s") or {}, dict):
+        raise ValueError(f"loop_lag_s: expected a histogram object, got {value['loop_lag_s']!r}")
+    return value
 
 
 def _rolling(values: list[float], window: int = 64) -> list[float]:
@@ -140,7 +165,10 @@ def _heldout(path: Path, summary: dict[str, Any]) -> None:
         ax.set_title(f"held-out pass rate, {mode}")
     for ax in axes:
         ax.set_ylim(0, min(1.0, max(0.1, top * 1.25)))
-    axes[0].legend(fontsize=8)
+    if stages:  # a run stopped before its first evaluation has no bars to name
+        axes[0].legend(fontsize=8)
+    else:
+        axes[0].set_title("no held-out evaluation yet")
     save_figure(fig, path, dpi=90)
 
 
@@ -174,7 +202,8 @@ def _latency(path: Path, trajectories: list[TrajectoryRecord]) -> None:
     ax.set_ylabel("seconds")
     ax.set_yscale("log")
     ax.set_title("latency percentiles by phase (per turn; exec: turns run, not reused)")
-    ax.legend(fontsize=8)
+    if names:  # fewer than two timings in every phase: no bars to name
+        ax.legend(fontsize=8)
     save_figure(fig, path, dpi=90)
 
 
