@@ -105,16 +105,25 @@ def train_command(
         summary = _run(config, run_dir)
     except TrainError as exc:
         raise click.ClickException(str(exc)) from None
-    from roost.train.report import build_report
+    from roost.train.report import ReportError, build_report
 
-    report = build_report(run_dir)
-    click.echo(f"summary: {run_dir / 'summary.json'}\nreport: {report}", err=True)
-    if profile:
+    try:
+        report: Path | None = build_report(run_dir)
+    except ReportError as exc:
+        # The run, its log and its summary are written: a report that fails (a damaged
+        # metrics line, a full disk) must not hide them or the resume hint below.
+        report = None
+        click.echo(f"summary: {run_dir / 'summary.json'}\nreport: not built: {exc}", err=True)
+    else:
+        click.echo(f"summary: {run_dir / 'summary.json'}\nreport: {report}", err=True)
+    if profile and report is not None:
         from roost.train.profile_export import profile_training_run
 
         profile_training_run(run_dir)
     if summary.get("interrupted"):
         click.echo(f"stopped; continue with: roost train --resume {run_dir}", err=True)
+    if report is None:
+        raise click.ClickException(f"the report was not built; `roost report {run_dir}` retries")
 
 
 def _run(config: Any, run_dir: Path) -> dict[str, Any]:

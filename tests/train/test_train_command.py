@@ -174,3 +174,23 @@ def test_the_same_out_runs_once_the_task_file_is_fixed(
     assert "already holds a run" not in result.output
     assert "sandbox: stopped here by the test" in result.output
     assert (out / "config.toml").exists()
+
+
+def test_a_report_that_fails_after_the_run_is_named_and_the_resume_hint_still_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run and its summary are written by then: a damaged metrics line used to end the
+    # command with a traceback that hid the summary's path and how to resume.
+    from roost.train.report import ReportError
+
+    def broken(run_dir: Path) -> Path:
+        raise ReportError(f"{run_dir / 'metrics.jsonl'}:3: not JSON")
+
+    monkeypatch.setattr("roost.commands.train._run", lambda config, run_dir: {"interrupted": True})
+    monkeypatch.setattr("roost.train.report.build_report", broken)
+    out = tmp_path / "run"
+    result = CliRunner().invoke(cli, ["train", str(_tiny(tmp_path)), "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert f"report: not built: {out / 'metrics.jsonl'}:3: not JSON" in result.output
+    assert f"continue with: roost train --resume {out}" in result.output
+    assert f"`roost report {out}` retries" in result.output
