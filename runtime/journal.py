@@ -134,8 +134,10 @@ class JournalWriter:
 
     def close(self) -> None:
         if not self._file.closed:
-            self.sync()
-            self._file.close()
+            try:
+                self.sync()
+            finally:  # a failed fsync (a full or vanished disk) still gives the handle back
+                self._file.close()
 
     def __enter__(self) -> JournalWriter:
         return self

@@ -52,6 +52,8 @@ def tasks_check(
     """
     from tasks._load import TaskFormatError, read_tasks
 
+    if json_out is not None and not json_out.parent.is_dir():  # known now, not after the check
+        raise click.BadParameter(f"{json_out.parent}: no such directory", param_hint="--json")
     try:
         loaded = read_tasks(file)
     except TaskFormatError as exc:
@@ -61,9 +63,12 @@ def tasks_check(
         click.echo(f"invalid: {reason}", err=True)
     count = workers or 2 * (os.cpu_count() or 1)
     report = anyio.run(_check, loaded.tasks, backend, count, repeats, invalid)
-    if json_out is not None:
-        json_out.write_text(json.dumps(report, indent=2) + "\n")
     _print_summary(report)
+    if json_out is not None:
+        try:
+            json_out.write_text(json.dumps(report, indent=2) + "\n")
+        except OSError as exc:
+            raise click.ClickException(f"--json: cannot write {json_out}: {exc.strerror}") from None
     bad = report["invalid"] or report["flaky"] or report["canonical_passed"] < report["checked"]
     if bad or (strict and report["weak"]):
         sys.exit(1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -62,3 +63,18 @@ def _frame_ends(records: list[bytes]) -> list[int]:
         offset += 8 + len(record)
         ends.append(offset)
     return ends
+
+
+def test_a_failed_sync_at_close_still_closes_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = JournalWriter(tmp_path / "log")
+    writer.append(b"record")
+
+    def full_disk(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("runtime.journal.os.fsync", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        writer.close()
+    assert writer._file.closed  # the handle is given back, not leaked

@@ -92,3 +92,12 @@ def test_generate_writes_a_checkable_procedural_file(tmp_path: Path) -> None:
     bad = CliRunner().invoke(cli, ["tasks", "generate", str(out), "--levels", "0-9"])
     assert bad.exit_code != 0
     assert "levels must lie in" in bad.output
+
+
+def test_a_json_path_in_a_missing_directory_is_refused_before_the_check(tmp_path: Path) -> None:
+    path = write(tmp_path / "t.jsonl", [ADD_ONE])
+    out = tmp_path / "no" / "report.json"
+    result = CliRunner().invoke(cli, ["tasks", "check", str(path), "--json", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "no such directory" in result.output
+    assert "checked" not in result.output  # refused before any task ran
