@@ -91,6 +91,17 @@ def main() -> None:
     args = parser.parse_args()
     if not 0.0 <= args.spread <= 1.0:
         parser.error(f"--spread: must be in [0, 1], got {args.spread}")
+    # Checked before the weights load and the warm-up round, which take minutes: with no kept
+    # round there is no median, with no episode or turn no throughput.
+    for option, value in (
+        ("--repeats", args.repeats),
+        ("--episodes", args.episodes),
+        ("--turns", args.turns),
+    ):
+        if value < 1:
+            parser.error(f"{option}: must be >= 1, got {value}")
+    if not 0.0 <= args.exec_s < float("inf"):
+        parser.error(f"--exec-s: must be a finite number >= 0, got {args.exec_s}")
 
     policy = make_policy(ModelConfig(), seed=0)
     try:

@@ -99,6 +99,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.repeats < 1:  # no batch to warm up on, no median to take
+        parser.error(f"--repeats: must be >= 1, got {args.repeats}")
     rng = random.Random(args.seed)
     probe = TransformerPolicy(DEFAULT_MODEL, seed=0)
     tasks = ProceduralTasks(seed=0, max_level=3)

@@ -32,7 +32,7 @@ def _busy_s() -> float:
 
 
 def _turns(run_dir: Path, count: int) -> list[tuple[Any, str]]:
-    from roost.train.config import load_train_config
+    from roost.train.config import ConfigError, load_train_config
     from roost.train.records import TrajectoryRecord
     from roost.train.rundir import RunDir
     from roost.train.summary import load_run_records
@@ -40,7 +40,10 @@ def _turns(run_dir: Path, count: int) -> list[tuple[Any, str]]:
     from tasks import ProceduralTasks
 
     run = RunDir(run_dir)
-    config = load_train_config(run.config).tasks
+    try:
+        config = load_train_config(run.config).tasks
+    except ConfigError as exc:  # a mistyped RUN_DIR: one line, not a traceback
+        raise SystemExit(f"{run_dir}: not a roost train run directory ({exc})") from None
     if config.source != "procedural":
         raise SystemExit(f"{run_dir}: tasks.source is {config.source!r}; this replays procedural")
     generator = procedural_tasks(config)

@@ -67,6 +67,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.steps < 1:  # the warm-up step is not timed: nothing would be left to take a median of
+        parser.error(f"--steps: must be >= 1, got {args.steps}")
     config = TrainConfig()
     with tempfile.TemporaryDirectory() as scratch:
         pairs = TaskSource(config.tasks, base_dir=Path(scratch)).demos()

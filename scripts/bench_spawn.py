@@ -80,8 +80,16 @@ def main() -> None:
     parser.add_argument("--spawns", type=int, default=40)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
+    if args.spawns < 1:  # a mean of no starts
+        parser.error(f"--spawns: must be >= 1, got {args.spawns}")
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+    except ValueError:
+        parser.error(f"--sizes: comma-separated whole MiB, got {args.sizes!r}")
+    if min(sizes) < 0:
+        parser.error(f"--sizes: must be >= 0 MiB, got {args.sizes!r}")
     results: dict[str, Any] = {}
-    for mib in (int(s) for s in args.sizes.split(",")):
+    for mib in sizes:
         ballast = torch.ones(mib * 2**20 // 4)  # touched: resident, as a model's tensors are
         results[f"{mib} MiB"] = anyio.run(
             _measure, args.spawns, backend="asyncio", backend_options={"use_uvloop": True}

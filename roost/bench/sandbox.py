@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import aiodocker
@@ -55,6 +55,8 @@ RATIO_KEYS = (
     "cold_vs_raw_lifecycle_ratio",
 )
 ACQUIRE_P50_TARGET_S = 1e-3
+#: Longest wait for one raw aiodocker call of a baseline (a hung daemon, not a slow one).
+RAW_DOCKER_DEADLINE_S = 60.0
 EXEC_P50_TARGET_S = {"process": 5e-3, "docker": 10e-3}
 # For `roost bench all` and the regression guard. The absolute exec targets are reported in each
 # backend's `targets` but left out here: on this shared machine load alone moves them past twice
@@ -72,7 +74,9 @@ def _pcts(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     return {
         "p50_s": statistics.median(ordered),
-        "p95_s": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+        # Nearest rank, in integers: the ceil(0.95 n)-th value (int(0.95 n) is one rank high:
+        # of 20 samples it took the slowest, of 100 the 96th).
+        "p95_s": ordered[(95 * len(ordered) + 99) // 100 - 1],
         "n": len(ordered),
     }
 
@@ -88,12 +92,30 @@ async def _raw_subprocess_true() -> None:
     await proc.wait()
 
 
+class DockerBenchTimeout(RuntimeError):
+    """A raw Docker baseline got no answer from the daemon in time (a hung daemon)."""
+
+
+@contextlib.contextmanager
+def _docker_deadline(what: str) -> Iterator[None]:
+    # The baselines call aiodocker directly, whose client has no timeout of its own: a hung
+    # daemon would hang the suite (and `roost bench all`) for good.
+    try:
+        with anyio.fail_after(RAW_DOCKER_DEADLINE_S):
+            yield
+    except TimeoutError:
+        raise DockerBenchTimeout(
+            f"{what}: no answer from the Docker daemon within {RAW_DOCKER_DEADLINE_S:g} s"
+        ) from None
+
+
 async def _raw_docker_exec(container: Any) -> None:
-    execution = await container.exec(["true"], stdout=True, stderr=True)
-    async with execution.start(detach=False) as stream:
-        while await stream.read_out() is not None:
-            pass
-    await execution.inspect()
+    with _docker_deadline("raw docker exec"):
+        execution = await container.exec(["true"], stdout=True, stderr=True)
+        async with execution.start(detach=False) as stream:
+            while await stream.read_out() is not None:
+                pass
+        await execution.inspect()
 
 
 async def _raw_container_lifecycle(docker: aiodocker.Docker, runtime: str) -> None:
@@ -104,12 +126,17 @@ async def _raw_container_lifecycle(docker: aiodocker.Docker, runtime: str) -> No
         "Labels": {"roost.owner": "roost", "roost.bench": "raw"},
         "HostConfig": {"Runtime": runtime, "NetworkMode": "none", "AutoRemove": False},
     }
-    container = await docker.containers.create(config)
+    with _docker_deadline("raw docker create"):
+        container = await docker.containers.create(config)
     try:
-        await container.start()
-        await container.wait()
+        with _docker_deadline("raw docker start+wait"):
+            await container.start()
+            await container.wait()
     finally:
-        await container.delete(force=True)
+        # Its own deadline, shielded: removal must still be tried after start or wait timed
+        # out (or the run was cancelled), or the container outlives the benchmark.
+        with anyio.CancelScope(shield=True), _docker_deadline("raw docker remove"):
+            await container.delete(force=True)
 
 
 async def _backend(

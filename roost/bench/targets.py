@@ -10,6 +10,7 @@ regression guard draws so that a ten-fold slowdown cannot land while noise does 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -91,6 +92,10 @@ def gross_regressions(targets: Sequence[Target], result: Mapping[str, Any]) -> l
         value = target.value_in(result, figure)
         if value is None:
             problems.append(f"{figure}: absent from the result (target {target.describe()})")
+        elif not math.isfinite(value):
+            # NaN compares false both ways, so it would pass every bound: an empty histogram's
+            # percentile, or a ratio of nothing, is a broken measurement, not a met target.
+            problems.append(f"{figure} = {value}, not a finite number (target {target.describe()})")
         elif target.grossly_missed(value):
             bound = target.target / 2 if target.better == "higher" else 2 * target.target
             problems.append(

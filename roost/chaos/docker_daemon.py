@@ -76,12 +76,22 @@ async def restart_docker_daemon() -> float:
     while the old daemon is still stopping (it waits up to 10 s for each container) must not
     leave the host without a daemon. Its own deadlines bound it.
 
-    :raises DockerRestartError: no daemon, or it did not come back within the deadlines.
+    :raises DockerRestartError: no daemon, no permission to signal it (not root), or it did
+        not come back within the deadlines.
     """
     pid, argv = await anyio.to_thread.run_sync(_dockerd)
     started = anyio.current_time()
     _log.warning("chaos.docker_restart", pid=pid, argv=argv)
-    os.kill(pid, signal.SIGTERM)
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass  # it ended on its own since we found it: bringing it back is all there is to do
+    except PermissionError:
+        # Not root (e.g. only in the docker group): a failed restart the run records, not an
+        # exception that ends the run.
+        raise DockerRestartError(
+            f"not permitted to signal dockerd (pid {pid}); restarting it needs root"
+        ) from None
     with anyio.CancelScope(shield=True):
         await _bring_back(pid, argv)
     down = anyio.current_time() - started
@@ -115,7 +125,8 @@ async def _wait_gone(pid: int) -> None:
 async def _bring_back(pid: int, argv: list[str]) -> None:
     await _wait_gone(pid)
     if _alive(pid):
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it may end between the two calls
+            os.kill(pid, signal.SIGKILL)
         await _wait_gone(pid)
     await _spawn_detached(argv)
     with anyio.move_on_after(ANSWER_TIMEOUT_S) as waiting:

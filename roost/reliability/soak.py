@@ -97,8 +97,10 @@ class SoakReport:
         base = self.baseline
         if base is None:
             return {}
-        tail = self.samples[-2:] if len(self.samples) > self.config.warmup_checkpoints + 2 else []
-        if not tail:
+        # Two checkpoints after the baseline, never the baseline itself: a tail that held it
+        # would take min(baseline, last) and so hide any growth.
+        tail = self.samples[self.config.warmup_checkpoints + 2 :][-2:]
+        if len(tail) < 2:
             return {}
         grown: dict[str, float] = {}
         for name in (*COUNTS, "rss_mb", "disk_mb"):
@@ -130,6 +132,12 @@ class SoakReport:
             n for key, n in self.outcomes.items() if not key.startswith(("passed", "agent"))
         )
         broken = [f"{infra} episodes did not complete: {self.outcomes}"] if infra else []
+        if not self.growth():  # a soak too short to compare anything must not pass as clean
+            broken.append(
+                f"{len(self.samples)} checkpoints: too few to judge growth (the baseline is "
+                f"checkpoint {self.config.warmup_checkpoints + 1}, two more must follow it); "
+                "run longer or sample more often"
+            )
         return self.leaks() + broken
 
     def to_json(self) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 
@@ -71,11 +72,21 @@ def main(
     json_path: str | None,
 ) -> None:
     """Run concurrent episodes for a while and report whether open files, processes,
-    containers, memory or disk grew. Exits 1 on a leak (or lost or infra-failed episodes), 3 on
-    a hang."""
-    duration = (minutes or 0.0) * 60 + (seconds or 0.0) if minutes or seconds else 600.0
-    if duration <= 0 or interval <= 0 or concurrency < 1:
-        raise click.BadParameter("duration, --interval and --concurrency must be positive")
+    containers, memory or disk grew. Exits 1 on a leak (or lost or infra-failed episodes, or
+    too few checkpoints to judge), 2 on a bad option, 3 on a hang."""
+    # `is None`, not falsiness: `--seconds 0` is a mistake to report, not a request for the
+    # default; `not > 0` also refuses NaN, with which the soak would never reach its end.
+    for name, value in (("--minutes", minutes), ("--seconds", seconds), ("--interval", interval)):
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise click.BadParameter(
+                f"must be a positive, finite number, got {value}", param_hint=name
+            )
+    if concurrency < 1:
+        raise click.BadParameter(f"must be >= 1, got {concurrency}", param_hint="--concurrency")
+    if minutes is None and seconds is None:
+        duration = 600.0
+    else:
+        duration = (minutes or 0.0) * 60 + (seconds or 0.0)
     config = SoakConfig(
         duration_s=duration,
         interval_s=interval,
