@@ -186,7 +186,7 @@ class LearnerConfig:
     is_cap: float | None = None
     loss: LossConfig = dataclasses.field(default_factory=LossConfig)
     k: int = 2  # staleness bound
-    checkpoint_every: int = 0  # optimizer steps; 0: never
+    checkpoint_every: int = 0  # learner versions (each `minibatches` optimizer steps); 0: never
     checkpoint_dir: str | None = None
     keep_checkpoints: int = 2
     # Padded tokens per forward pass: the batch is cut into micro-batches of similar length

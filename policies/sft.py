@@ -38,8 +38,9 @@ class SFTConfig:
     #: Stop early after this many seconds (None: run every step).
     time_budget_s: float | None = None
     seed: int = 0
-    #: "constant", or "linear": the rate falls to 0 as the steps or the time budget run out
-    #: (whichever is nearer its end), so the last weights do not hinge on the last batches.
+    #: "constant", or "linear": the rate falls to 0 over the steps, or over the time budget
+    #: once its elapsed share leads theirs by more than TIME_LEAD (`lr_at`), so the last
+    #: weights do not hinge on the last batches.
     decay: str = "constant"
 
     def __post_init__(self) -> None:
