@@ -6,7 +6,7 @@ See docs/tasks.md for the task format, the verdict and the failure taxonomy.
 from tasks._lease import lease_within
 from tasks._load import LoadResult, TaskFormatError, dump_jsonl, load_tasks, read_tasks
 from tasks._reuse import ReusingVerifier
-from tasks._spec import FailureKind, Task, TestCase, TestOutcome, TestStatus, Verdict
+from tasks._spec import FailureKind, Risk, Task, TestCase, TestOutcome, TestStatus, Verdict
 from tasks._verify import TestsVerifier, Verifier, verifier_for
 from tasks.check import CheckReport, TaskCheck, check_tasks
 from tasks.monitor import Alarm, MonitorConfig, RewardMonitor
@@ -24,6 +24,7 @@ __all__ = [
     "ProceduralTasks",
     "ReusingVerifier",
     "RewardMonitor",
+    "Risk",
     "Task",
     "TaskCheck",
     "TaskFormatError",

@@ -18,9 +18,12 @@ import msgspec
 
 from roost.chaos.spec import ChaosSpec, ChaosSpecError, parse_chaos
 from runtime.config import ConfigError, load_config
+from tasks import Risk
 from tasks.procedural import MAX_LEVEL, SolutionStyle
 
 __all__ = ["ConfigError", "TrainConfig", "check_resume", "load_train_config"]
+
+RISKS: tuple[str, ...] = get_args(Risk)
 
 
 class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -319,12 +322,19 @@ class GeneratorSection(_Section):
 
 class SandboxSection(_Section):
     backend: Literal["process", "docker", "gvisor", "sim"] = "process"
+    #: Per task risk (`Task.risk`: low, medium, high), a backend other than `backend`, e.g.
+    #: `{high = "gvisor"}`: each task's rollouts and held-out checks run on its risk's
+    #: backend (`policies/isolation.py`), one warm pool of `pool_capacity` shared by all.
+    isolation: dict[str, Literal["process", "docker", "gvisor", "sim"]] = {}
     runtime: str = "python"
     pool_capacity: int = 384
     cpus: float = 1.0
     memory_mb: int = 256
 
     def __post_init__(self) -> None:
+        for risk in self.isolation:
+            if risk not in RISKS:
+                raise ValueError(f"isolation: unknown risk {risk!r} (known: {', '.join(RISKS)})")
         _positive("pool_capacity", self.pool_capacity)
         _positive("cpus", self.cpus)
         if self.memory_mb < 16:

@@ -128,7 +128,7 @@ class EpisodeWorker(Actor):
                     verdict = await self.verifier.verify(task, text, sandbox)
                     solved = None
                     if verdict.failure == "agent":  # a wrong program, not a broken run
-                        solved = await self._hindsight(text, sandbox)
+                        solved = await self._hindsight(text, sandbox, task)
                     t2 = anyio.current_time()
                     turns.append(EpisodeTurn(ids, sample, text, verdict, t1 - t0, t2 - t1, solved))
                     if verdict.failure == "infrastructure":
@@ -171,22 +171,23 @@ class EpisodeWorker(Actor):
             dispatch=msg.dispatch,
         )
 
-    async def _hindsight(self, text: str, sandbox: Sandbox) -> Solved | None:
+    async def _hindsight(self, text: str, sandbox: Sandbox, task: Task) -> Solved | None:
         """The task this failed program answers instead, when there is one and its tests,
-        run here in the same sandbox under the same deadline, pass."""
+        run here in the same sandbox under the same deadline, pass. Only a task of `task`'s
+        risk: this sandbox's backend is the one chosen for that risk (`sandbox.isolation`)."""
         if self.solved_by is None:
             return None
         goal: Task | None = None
         try:
             goal = self.solved_by(text)
-            if goal is None:
+            if goal is None or goal.risk != task.risk:
                 return None
             verdict = await self.verifier.verify(goal, text, sandbox)
         except SandboxInfraError:
             raise  # the sandbox broke: the episode ends as for its own task's tests
         except Exception as exc:  # an extra check must not cost the turn its own verdict
-            task = goal.id if goal is not None else None
-            self.log.warning("hindsight_check_failed", task=task, error=repr(exc))
+            goal_id = goal.id if goal is not None else None
+            self.log.warning("hindsight_check_failed", task=goal_id, error=repr(exc))
             return None
         if not verdict.passed:
             return None

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -63,7 +63,7 @@ async def evaluate_heldout(
     tasks: Sequence[Task],
     *,
     pool: SandboxPool,
-    key: str,
+    key: Callable[[Task], str],
     demo_levels: Sequence[int],
     max_turns: int,
     max_new_tokens: int,
@@ -73,7 +73,8 @@ async def evaluate_heldout(
     samples: int = 1,
     seed: int = 0,
 ) -> tuple[HeldoutResult, dict[str, Any]]:
-    """The pass rates (see the module docstring), and details (per task, seconds)."""
+    """The pass rates (see the module docstring), and details (per task, seconds). `key`
+    gives each task's pool key (`roost.train.isolation.SandboxRouting.key_for`)."""
     started = time.perf_counter()
     passed: dict[str, list[float]] = {}
     first: dict[str, list[float]] = {}
@@ -158,7 +159,7 @@ async def _episodes(
     policy: NeuralPolicy,
     tasks: Sequence[Task],
     pool: SandboxPool,
-    key: str,
+    key: Callable[[Task], str],
     max_turns: int,
     max_new_tokens: int,
     prompt_room: int,
@@ -226,7 +227,7 @@ async def _judge_all(
     text_of: dict[int, str],
     ids: list[int],
     pool: SandboxPool,
-    key: str,
+    key: Callable[[Task], str],
     limiter: anyio.CapacityLimiter,
     into: dict[int, Verdict],
 ) -> None:
@@ -240,7 +241,7 @@ async def _judge(
     task: Task,
     text: str,
     pool: SandboxPool,
-    key: str,
+    key: Callable[[Task], str],
     limiter: anyio.CapacityLimiter,
     into: dict[int, Verdict],
     index: int,
@@ -250,9 +251,9 @@ async def _judge(
 
 
 async def _verify(
-    verifier: TestsVerifier, task: Task, text: str, pool: SandboxPool, key: str
+    verifier: TestsVerifier, task: Task, text: str, pool: SandboxPool, key: Callable[[Task], str]
 ) -> Verdict:
-    lease = await lease_within(pool, key, LEASE_TIMEOUT_S)
+    lease = await lease_within(pool, key(task), LEASE_TIMEOUT_S)
     healthy = False
     try:
         sandbox = await lease.ready()

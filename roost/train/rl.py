@@ -48,6 +48,7 @@ from roost.train.collector import (
 )
 from roost.train.config import TrainConfig
 from roost.train.episode import EpisodeStore, EpisodeWorker
+from roost.train.isolation import SandboxRouting
 from roost.train.levels import LevelChooser
 from roost.train.records import RequestRecord, TrajectoryRecord
 from roost.train.task_source import TaskSource
@@ -120,6 +121,7 @@ class RLPhase:
         self.system = system
         self.pool = pool
         self.source = source
+        self.routing = SandboxRouting(config.sandbox)  # each task's sandbox backend, by risk
         self.gen_policy = gen_policy
         self.learn_policy = learn_policy
         self.reference = reference
@@ -427,7 +429,7 @@ class RLPhase:
                 request = RolloutRequest(
                     rollout_id=rollout_id,
                     task_id=task.id,
-                    runtime=cfg.sandbox.runtime,
+                    runtime=self.routing.key_for(task),
                     max_steps=cfg.episode.max_turns,
                     deadline_s=cfg.episode.deadline_s,
                 )

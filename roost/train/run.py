@@ -43,6 +43,7 @@ from roost.train.budget import rl_budget_s
 from roost.train.collector import RunCounts
 from roost.train.config import TasksConfig, TrainConfig, chaos_spec
 from roost.train.evaluation import evaluate_heldout
+from roost.train.isolation import SandboxRouting
 from roost.train.lineage import Lineage, OpenRollout, trace_lineage
 from roost.train.phases import (
     SFTStopped,
@@ -161,14 +162,17 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
         memory=config.sandbox.memory_mb * MiB,
     )
 
+    routing = SandboxRouting(config.sandbox)
+    risks = source.risks()
+
     def make_sandbox(key: str) -> Sandbox:
-        sandbox = create_sandbox(_spec_for(spec, key))
+        sandbox = create_sandbox(routing.spec_for(key, spec))
         if chaos is None or not chaos.exec_fault_rate:
             return sandbox
         return ChaosSandbox(sandbox, chaos, exec_rng, chaos_counts, active=lambda: in_rl["on"])
 
     exec_rng = random.Random(chaos.seed if chaos else 0)
-    docker = config.sandbox.backend in ("docker", "gvisor")
+    docker = bool(routing.backends(risks) & {"docker", "gvisor"})
     pool = SandboxPool(
         make_sandbox,
         capacity=config.sandbox.pool_capacity,
@@ -179,7 +183,8 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
     prompt_room = config.model.max_len - config.model.max_new_tokens
     board.model = f"{policy.num_parameters() / 1e6:.2f}M parameters"
     async with pool, system, anyio.create_task_group() as background:
-        await _preflight(pool, config.sandbox.runtime)
+        for key in routing.keys(risks):  # every backend the run's tasks need
+            await _preflight(pool, key)
         background.start_soon(relay_stop)
         background.start_soon(board.run, system, pool)
         recorder = system.spawn(
@@ -195,7 +200,7 @@ async def _train(config: TrainConfig, run_dir: Path, hooks: TrainHooks | None) -
                 weights,
                 heldout,
                 pool=pool,
-                key=config.sandbox.runtime,
+                key=routing.key_for,
                 demo_levels=source.demo_levels,
                 max_turns=config.eval.max_turns,
                 max_new_tokens=config.model.max_new_tokens,
@@ -391,10 +396,6 @@ async def _off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     assert scope.cancelled_caught
     name = getattr(fn, "__name__", repr(fn))
     raise TrainError(f"{name} did not finish within {WEIGHTS_TIMEOUT_S:.0f} s (a hung disk?)")
-
-
-def _spec_for(spec: SandboxSpec, runtime: str) -> SandboxSpec:
-    return msgspec.structs.replace(spec, runtime=runtime)
 
 
 async def _rl_phase(

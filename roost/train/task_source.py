@@ -115,6 +115,13 @@ class TaskSource:
     def heldout(self) -> list[Task]:
         return [task for level in sorted(self._heldout) for task in self._heldout[level]]
 
+    def risks(self) -> set[str]:
+        """The risk levels (`Task.risk`) of the run's tasks, training and held out: which
+        sandbox backends it needs. Procedural tasks are the generator's own code: low."""
+        if self._procedural is not None:
+            return {"low"}
+        return {t.risk for tasks in (*self._train.values(), *self._heldout.values()) for t in tasks}
+
     def demos(self) -> list[tuple[str, str]]:
         """(prompt, canonical solution) pairs of training tasks at the demonstration levels; for
         procedural tasks a share `tasks.revision_demos` in revision form (revision_demos.py).

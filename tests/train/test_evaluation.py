@@ -31,7 +31,7 @@ async def _evaluate(
             None,  # type: ignore[arg-type]
             tasks,
             pool=pool,
-            key="python",
+            key=lambda task: "python",
             demo_levels=[1],
             max_turns=max_turns,
             max_new_tokens=64,
