@@ -193,24 +193,43 @@ class Priority:
 class FairShare:
     """Serve the group furthest below its weighted share of dispatches (oldest first within).
 
+    A group's standing is its dispatches per unit of weight (its virtual time). A group that
+    had nothing queued at the previous choice (new, or back after an idle spell) starts at
+    the least standing of the groups served meanwhile, as in start-time fair queueing: by raw
+    counts since the start, a group arriving after a million dispatches would be served alone
+    until it caught up, starving every other group. Idle time banks no credit.
+
     :raises ValueError: a candidate's group has a weight that is not finite and positive.
     """
+
+    def __init__(self) -> None:
+        self._offset: dict[str, float] = {}  # dispatches credited to a group lifted to the floor
+        self._floor = 0.0  # the standing of the group served last (the least, by the rule)
+        self._present: set[str] = set()
 
     def choose(
         self, candidates: Sequence[PendingClass], view: SchedulerView, rng: random.Random
     ) -> Pick:
-        def deficit(c: PendingClass) -> tuple[float, int]:
-            weight = view.weight(c.group)
+        def standing(group: str) -> float:
+            weight = view.weight(group)
             # 0 divided (ZeroDivisionError), a negative weight inverted the order, and NaN
             # made the choice depend on the candidates' order.
             if not (math.isfinite(weight) and weight > 0):
                 raise ValueError(
-                    f"fair_share: group {c.group!r} has weight {weight}; "
+                    f"fair_share: group {group!r} has weight {weight}; "
                     "weights must be finite and > 0"
                 )
-            return (view.dispatched(c.group) / weight, c.head.seq)
+            return (view.dispatched(group) + self._offset.get(group, 0.0)) / weight
 
-        return min(candidates, key=deficit), 0
+        groups = {c.group for c in candidates}
+        for group in groups - self._present:
+            behind = self._floor - standing(group)
+            if behind > 0:
+                self._offset[group] = self._offset.get(group, 0.0) + behind * view.weight(group)
+        self._present = groups
+        pick = min(candidates, key=lambda c: (standing(c.group), c.head.seq))
+        self._floor = standing(pick.group)
+        return pick, 0
 
 
 @register("runtime_affinity")

@@ -12,6 +12,7 @@ from policies.scheduling import (
     ClassKey,
     PendingClass,
     PendingRollout,
+    SchedulingPolicy,
     make_policy,
     register,
 )
@@ -89,6 +90,36 @@ def test_fair_share_serves_the_group_furthest_below_its_weight() -> None:
     view = View(weights={"a": 1.0, "b": 3.0}, dispatched={"a": 10, "b": 25})
     # a: 10/1 = 10, b: 25/3 = 8.3 -> b is behind its share.
     assert make_policy("fair_share").choose([a, b], view, random.Random(0))[0] is b
+
+
+def _serve(policy: SchedulingPolicy, view: View, groups: list[str], rounds: int) -> list[str]:
+    """`rounds` choices among `groups` (each always queued), counting each dispatch."""
+    served = []
+    for seq in range(rounds):
+        candidates = [queue(g, [(seq * len(groups) + i, 0.0)]) for i, g in enumerate(groups)]
+        pick, _ = policy.choose(candidates, view, random.Random(0))
+        view._dispatched[pick.group] = view._dispatched.get(pick.group, 0) + 1
+        served.append(pick.group)
+    return served
+
+
+def test_fair_share_does_not_starve_old_groups_when_a_new_one_arrives() -> None:
+    # By raw counts since the start, "b" (arriving after 100 dispatches of "a") took the next
+    # 100 dispatches alone; it starts at "a"'s standing instead, and they alternate.
+    policy, view = make_policy("fair_share"), View(weights={"a": 1.0, "b": 1.0})
+    assert _serve(policy, view, ["a"], 100) == ["a"] * 100
+    served = _serve(policy, view, ["a", "b"], 20)
+    assert served.count("b") == 10, served
+    assert served[:2] == ["b", "a"]  # the newcomer first (the oldest head), then turn about
+
+
+def test_fair_share_banks_no_credit_for_an_idle_spell_and_keeps_the_weights() -> None:
+    policy, view = make_policy("fair_share"), View(weights={"a": 1.0, "b": 3.0})
+    served = _serve(policy, view, ["a", "b"], 40)
+    assert served.count("b") == 30  # 3 : 1 while both are queued
+    _serve(policy, view, ["a"], 50)  # "b" idle
+    served = _serve(policy, view, ["a", "b"], 40)
+    assert 29 <= served.count("b") <= 31, served  # back at 3 : 1, not 50 in a row
 
 
 def test_runtime_affinity_prefers_a_warm_runtime_over_an_older_cold_one() -> None:
