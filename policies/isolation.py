@@ -23,6 +23,7 @@ __all__ = [
     "RISK_LEVELS",
     "IsolationPolicy",
     "RiskLevelIsolation",
+    "check_backend",
     "isolation_from_config",
 ]
 
@@ -55,9 +56,9 @@ class RiskLevelIsolation:
     ) -> None:
         mapping: dict[Risk, BackendName] = dict(DEFAULT_BACKENDS)
         if base is not None:
-            mapping = dict.fromkeys(RISK_LEVELS, _check_backend("backend", base))
+            mapping = dict.fromkeys(RISK_LEVELS, check_backend("backend", base))
         for risk, backend in (overrides or {}).items():
-            mapping[_check_risk(risk)] = _check_backend(f"isolation.{risk}", backend)
+            mapping[_check_risk(risk)] = check_backend(f"isolation.{risk}", backend)
         self._mapping = mapping
 
     @property
@@ -79,7 +80,8 @@ def _check_risk(risk: str) -> Risk:
     raise SandboxConfigError(f"risk level: unknown {risk!r} (known: {', '.join(RISK_LEVELS)})")
 
 
-def _check_backend(where: str, backend: str) -> BackendName:
+def check_backend(where: str, backend: str) -> BackendName:
+    """`backend` as a backend name, or a SandboxConfigError naming `where` it was given."""
     for known in BACKENDS:
         if backend == known:
             return known

@@ -16,14 +16,12 @@ from typing import Literal, get_args
 
 import msgspec
 
+from policies.isolation import RISK_LEVELS
 from roost.chaos.spec import ChaosSpec, ChaosSpecError, parse_chaos
 from runtime.config import ConfigError, load_config
-from tasks import Risk
 from tasks.procedural import MAX_LEVEL, SolutionStyle
 
 __all__ = ["ConfigError", "TrainConfig", "check_resume", "load_train_config"]
-
-RISKS: tuple[str, ...] = get_args(Risk)
 
 
 class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -333,8 +331,9 @@ class SandboxSection(_Section):
 
     def __post_init__(self) -> None:
         for risk in self.isolation:
-            if risk not in RISKS:
-                raise ValueError(f"isolation: unknown risk {risk!r} (known: {', '.join(RISKS)})")
+            if risk not in RISK_LEVELS:
+                known = ", ".join(RISK_LEVELS)
+                raise ValueError(f"isolation: unknown risk {risk!r} (known: {known})")
         _positive("pool_capacity", self.pool_capacity)
         _positive("cpus", self.cpus)
         if self.memory_mb < 16:

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 
 import msgspec
 
-from policies.isolation import RiskLevelIsolation, isolation_from_config
+from policies.isolation import RiskLevelIsolation, check_backend, isolation_from_config
 from roost.train.config import SandboxSection
-from sandboxes import BACKENDS, SandboxConfigError, SandboxSpec
+from sandboxes import SandboxSpec
 from tasks import Task
 
 __all__ = ["SandboxRouting"]
@@ -48,12 +48,7 @@ class SandboxRouting:
     def spec_for(self, key: str, base: SandboxSpec) -> SandboxSpec:
         """`base` (limits, images) as the sandbox of pool key `key`."""
         runtime, _, named = key.partition("@")
-        backend = self.backend
-        for known in BACKENDS:  # as the Literal type: a key names one of them
-            if named == known:
-                backend = known
-        if named and backend != named:
-            raise SandboxConfigError(f"pool key {key!r}: unknown backend {named!r}")
+        backend = check_backend(f"pool key {key!r}", named) if named else self.backend
         return msgspec.structs.replace(base, runtime=runtime, backend=backend)
 
     def backends(self, risks: Iterable[str]) -> set[str]:
