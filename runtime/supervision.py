@@ -173,11 +173,8 @@ class Supervisor:
             task_group.cancel_scope.cancel()
         self._task_group = None
         if self._closing.is_set():
-            # Closed while the system runs on: the children cancelled with it stop for good
-            # (their mailboxes dead-lettered, their names free for new actors).
-            for child in self._children:
-                child.retire()
-            self._children.clear()
+            # Closed while the system runs on: the children cancelled with it stop for good.
+            self._retire_children()
         if self._escalation is not None:
             return Exit.CRASHED
         return Exit.INTERRUPTED if self._interrupted else Exit.NORMAL
@@ -191,12 +188,15 @@ class Supervisor:
         return self._closing.is_set()
 
     def retire(self) -> None:
-        # Not run again, so neither are its children: stop them too (their mailboxes
-        # dead-lettered, their names freed), or sends to them would wait on nothing.
+        # Not run again, so neither are its children, or sends to them would wait on nothing.
+        self._retire_children()
+        self.stopped.set()
+
+    def _retire_children(self) -> None:
+        """Stop every child for good: mailboxes dead-lettered, names free for new actors."""
         for child in self._children:
             child.retire()
         self._children.clear()
-        self.stopped.set()
 
     def close(self) -> None:
         """Stop supervising: children are cancelled; used once they have drained."""
