@@ -107,15 +107,15 @@ def train_command(
         raise click.ClickException(str(exc)) from None
     from roost.train.report import ReportError, build_report
 
+    report: Path | None = None
     try:
-        report: Path | None = build_report(run_dir)
+        report = build_report(run_dir)
+        shown = str(report)
     except ReportError as exc:
         # The run, its log and its summary are written: a report that fails (a damaged
         # metrics line, a full disk) must not hide them or the resume hint below.
-        report = None
-        click.echo(f"summary: {run_dir / 'summary.json'}\nreport: not built: {exc}", err=True)
-    else:
-        click.echo(f"summary: {run_dir / 'summary.json'}\nreport: {report}", err=True)
+        shown = f"not built: {exc}"
+    click.echo(f"summary: {run_dir / 'summary.json'}\nreport: {shown}", err=True)
     if profile and report is not None:
         from roost.train.profile_export import profile_training_run
 
