@@ -6,6 +6,7 @@ and so the actor is only plumbing (mailbox, staleness, publishing).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import pickle
@@ -253,6 +254,18 @@ class Checkpoint:
     path: Path | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class _Snapshot:
+    """The learner's state before an update, to undo one that raised part way."""
+
+    model: dict[str, torch.Tensor]
+    optimizer: dict[str, Any]
+    average: dict[str, torch.Tensor] | None
+    imitation: list[Any]
+    python_rng: Any
+    torch_rng: torch.Tensor
+
+
 class LearnerCore:
     """The model being trained, its optimizer and RNGs, and the ids consumed so far."""
 
@@ -319,12 +332,21 @@ class LearnerCore:
         parts = split_groups(groups, self.config.minibatches) or [[]]
         losses: list[LossStats] = []
         grad_norm = imitation = rehearsal = 0.0  # the steps' means, as the loss's
-        for part in parts:
-            loss, part_norm, imitated, rehearsed = self._optimizer_step(part)
-            losses.append(loss)
-            grad_norm += part_norm / len(parts)
-            imitation += imitated / len(parts)
-            rehearsal += rehearsed / len(parts)
+        # All or nothing: a version whose third minibatch raises must not leave the first two
+        # applied, or the retried batch would train their samples twice (the caller puts the
+        # batch back and retries it). The copy costs well under 1 % of a step here
+        # (docs/learning.md, "Failures").
+        before = self._snapshot()
+        try:
+            for part in parts:
+                loss, part_norm, imitated, rehearsed = self._optimizer_step(part)
+                losses.append(loss)
+                grad_norm += part_norm / len(parts)
+                imitation += imitated / len(parts)
+                rehearsal += rehearsed / len(parts)
+        except BaseException:
+            self._roll_back(before)
+            raise
         self.version += 1
         # The model object outlives a learner restart: it must carry its own version.
         self.policy.version = self.version
@@ -342,6 +364,29 @@ class LearnerCore:
             demo_loss=rehearsal,
             optimizer_steps=len(parts),
         )
+
+    def _snapshot(self) -> _Snapshot:
+        """What an update changes, copied (weights, optimizer, average, buffer, draws)."""
+        return _Snapshot(
+            model=self.policy.state_dict(),
+            optimizer=copy.deepcopy(self.optimizer.state_dict()),
+            average=(
+                None if self.average is None else {k: v.clone() for k, v in self.average.items()}
+            ),
+            imitation=self.imitation.state(),
+            python_rng=self.rng.getstate(),
+            torch_rng=torch.get_rng_state(),
+        )
+
+    def _roll_back(self, before: _Snapshot) -> None:
+        """Undo a partly applied update: the state `_snapshot` copied."""
+        self.policy.load_state_dict(before.model, self.version)
+        self.optimizer.load_state_dict(before.optimizer)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.average = before.average
+        self.imitation.restore(before.imitation)
+        self.rng.setstate(before.python_rng)
+        torch.set_rng_state(before.torch_rng)
 
     def _optimizer_step(
         self, groups: Sequence[Sequence[Trajectory]]

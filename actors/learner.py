@@ -241,7 +241,8 @@ class Learner(Actor):
             except Exception:
                 # No version was made and nothing booked: the batch waits again, oldest first,
                 # and the crash goes to the supervisor, whose redelivered message retries it.
-                # (With minibatches, an optimizer step made before the failure stays made.)
+                # (`update` is all or nothing: minibatch steps made before the failure are
+                # undone, so the retry trains no sample twice.)
                 self._buffer[:0] = batch
                 self._failed_steps += 1
                 raise

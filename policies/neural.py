@@ -125,7 +125,9 @@ class NeuralPolicy(Protocol):
 
     def train(self, mode: bool = True) -> object: ...
 
-    def state_dict(self) -> dict[str, torch.Tensor]: ...
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """A copy of the weights (the learner keeps it to undo a failed update)."""
+        ...
 
     def load_state_dict(self, state: Mapping[str, torch.Tensor], version: int) -> None:
         """Replace the weights; later tokens are tagged with `version`."""

@@ -252,6 +252,50 @@ def test_minibatches_step_once_per_share_and_publish_one_version() -> None:
         LearnerCore(tiny_policy(seed=0), LearnerConfig(minibatches=0))
 
 
+def test_an_update_that_raises_part_way_is_undone_and_its_retry_trains_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The second of three minibatch steps raises: the first step's change to the weights, the
+    # optimizer, the average and the rehearsal draws is undone, so the retried batch ends
+    # exactly where an update that never failed does.
+    groups = _groups(tiny_policy(seed=9), 0, groups=3, size=4)
+    demos = [([257, 120, 61], [97, 98, 99, 258])] * 4
+    config = LearnerConfig(lr=3e-3, minibatches=3, average_decay=0.9, demo_coef=1.0)
+    clean = LearnerCore(tiny_policy(seed=3), config, demonstrations=demos)
+    clean.update(groups)
+    core = LearnerCore(tiny_policy(seed=3), config, demonstrations=demos)
+    before = core.policy.state_dict()
+    real_step = LearnerCore._optimizer_step
+    calls = []
+
+    def fail_second(self: LearnerCore, part: list[list[Trajectory]]) -> object:
+        calls.append(len(part))
+        if len(calls) == 2:
+            raise RuntimeError("out of memory")
+        return real_step(self, part)
+
+    monkeypatch.setattr(LearnerCore, "_optimizer_step", fail_second)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        core.update(groups)
+    assert (core.version, core.policy.version, core.consumed) == (0, 0, set())
+    now = core.policy.state_dict()
+    assert all(torch.equal(now[k], before[k]) for k in before)
+    assert core.optimizer.state_dict()["state"] == {}
+    assert core.average is not None
+    assert all(torch.equal(core.average[k], before[k]) for k in before)
+    assert all(p.grad is None for p in core.policy.parameters())
+
+    monkeypatch.setattr(LearnerCore, "_optimizer_step", real_step)
+    stats = core.update(groups)
+    assert (stats.version, stats.optimizer_steps) == (1, 3)
+    after, expected = core.policy.state_dict(), clean.policy.state_dict()
+    assert all(torch.equal(after[k], expected[k]) for k in expected)
+    assert clean.average is not None
+    assert all(torch.equal(core.average[k], clean.average[k]) for k in expected)
+    steps = {int(s["step"]) for s in core.optimizer.state_dict()["state"].values()}
+    assert steps == {3}
+
+
 def test_a_learner_refuses_an_unknown_baseline_or_scale_or_an_empty_micro_batch() -> None:
     with pytest.raises(ValueError, match="unknown baseline 'turns'; choose one of group, turn"):
         LearnerCore(tiny_policy(seed=0), LearnerConfig(baseline="turns"))
