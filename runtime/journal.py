@@ -6,8 +6,9 @@ torn frame at the end; `read_journal` stops there and reports it, so a torn reco
 never misread, and `JournalWriter` cuts it off before appending again (resume). Records are never
 empty because an all-zero frame (length 0, CRC-32 of nothing = 0) is what a filesystem leaves
 in a file extended but not written before a power loss: it must read as corruption, not as
-records. When the cut-off tail is corruption rather than one torn frame (a bad checksum or
-length with more data after it), its bytes are kept beside the journal for a human to inspect.
+records. When the cut-off tail is corruption rather than one torn frame (a bad checksum, an
+impossible length, or a damaged length that reads as a torn record while whole frames follow
+it), its bytes are kept beside the journal for a human to inspect.
 
 Writes go to the page cache at once (a flush per record, microseconds); `sync()` forces them
 to disk, and is what a checkpoint calls before it counts the journal as durable.
@@ -91,14 +92,29 @@ def _frames(source: BinaryIO, report: list[JournalReport] | None) -> Iterator[by
 def _keep_corrupt_tail(path: Path, report: JournalReport) -> Path | None:
     """Copy the tail about to be cut off to `<path>.dropped-<offset>` unless it is just one
     torn frame (the normal result of a crash mid-append, which holds nothing worth keeping)."""
-    if report.reason.startswith(("torn header", "torn record")):
-        return None
+    if report.reason.startswith("torn header"):
+        return None  # fewer than 8 bytes left: nothing of a record
     with open(path, "rb") as source:
         source.seek(report.valid_bytes)
         tail = source.read()
+    if report.reason.startswith("torn record") and not _holds_a_frame(tail):
+        return None
     kept = path.with_name(f"{path.name}.dropped-{report.valid_bytes}")
     kept.write_bytes(tail)
     return kept
+
+
+def _holds_a_frame(tail: bytes) -> bool:
+    """Whether a whole, checksummed frame starts anywhere inside `tail` after its first
+    header. A crash tears the last frame only, so its tail holds none; a length field damaged
+    mid-file also reads as a torn record, but the records after it are still there, whole.
+    The scan stops at the first frame found, which follows the damaged one."""
+    for start in range(_HEADER.size, len(tail) - _HEADER.size):
+        length, crc = _HEADER.unpack_from(tail, start)
+        end = start + _HEADER.size + length
+        if length > 0 and end <= len(tail) and zlib.crc32(tail[start + _HEADER.size : end]) == crc:
+            return True
+    return False
 
 
 class JournalWriter:

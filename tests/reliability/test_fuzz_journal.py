@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -118,22 +119,39 @@ def test_fuzz_journal_random_file_reads_without_crashing(
         offset += 8 + length
 
 
+def _flip_first_payload_byte(raw: bytearray, start: int) -> None:
+    raw[start + 8] ^= 0xFF
+
+
+def _length_past_the_end(raw: bytearray, start: int) -> None:
+    # Reads as a torn record, the shape a crash leaves; but whole frames follow it.
+    struct.pack_into("<I", raw, start, len(raw) - start)
+
+
 @FUZZ
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [(_flip_first_payload_byte, "checksum mismatch"), (_length_past_the_end, "torn record")],
+)
 @given(records=st.lists(st.binary(min_size=1, max_size=40), min_size=3, max_size=8), data=st.data())
 def test_fuzz_journal_corruption_mid_file_keeps_the_dropped_bytes_aside(
-    tmp_path_factory: pytest.TempPathFactory, records: list[bytes], data: st.DataObject
+    tmp_path_factory: pytest.TempPathFactory,
+    damage: Callable[[bytearray, int], None],
+    reason: str,
+    records: list[bytes],
+    data: st.DataObject,
 ) -> None:
     path = tmp_path_factory.mktemp("j") / "log"
     raw = bytearray(_write(path, records))
     victim = data.draw(st.integers(0, len(records) - 2))  # not the last: data follows it
     start = ([0, *_ends(records)])[victim]
-    raw[start + 8] ^= 0xFF  # the first payload byte: a checksum mismatch
+    damage(raw, start)
     path.write_bytes(bytes(raw))
 
     writer = JournalWriter(path)
     writer.close()
     assert writer.recovered.records == victim
-    assert "checksum mismatch" in writer.recovered.reason
+    assert reason in writer.recovered.reason
     assert writer.dropped_to is not None
     assert writer.dropped_to.read_bytes() == bytes(raw[start:])  # nothing silently destroyed
     assert read_journal(path)[0] == records[:victim]

@@ -34,8 +34,10 @@ def test_a_crash_at_any_byte_keeps_every_whole_record_and_drops_the_torn_one(
     assert len(found) == whole
     assert report.torn == (cut not in {0, *_frame_ends(records)})
 
-    # Resume: the torn tail is cut off and appending continues cleanly.
+    # Resume: the torn tail is cut off and appending continues cleanly; a torn last frame
+    # holds nothing worth keeping aside.
     with JournalWriter(path) as writer:
+        assert writer.dropped_to is None
         writer.append(b"after")
     again, report = read_journal(path)
     assert again == [*records[:whole], b"after"]
