@@ -11,6 +11,9 @@ from rich.console import Console
 #: Actor roles a stress run can restart without losing state: a worker's episode is failed and
 #: retried by the scheduler; the scheduler and the collector keep their state in memory only.
 CRASHABLE = frozenset({"worker"})
+#: One actor and one mailbox per worker: a typo of a few zeros would otherwise spawn millions
+#: and run the machine out of memory before the first rollout.
+MAX_CONCURRENCY = 100_000
 
 
 @click.command()
@@ -28,7 +31,13 @@ CRASHABLE = frozenset({"worker"})
     help="Comma-separated scheduling policies, each run on the same workload and seed.",
 )
 @click.option("--rollouts", type=click.IntRange(min=1), default=1000, show_default=True)
-@click.option("--concurrency", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1, max=MAX_CONCURRENCY),
+    default=100,
+    show_default=True,
+    help="Sandbox workers (one actor each) running rollouts at once.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here."

@@ -77,6 +77,17 @@ def test_unknown_policy_is_a_clear_error() -> None:
     assert "unknown policies ['lifo']" in result.output
 
 
+def test_a_concurrency_beyond_the_bound_is_refused_before_any_actor_starts() -> None:
+    # One actor per worker: 10**9 would exhaust memory long before a rollout ran.
+    result = CliRunner().invoke(
+        cli,
+        ["stress", "--workload", str(WORKLOADS / "mixed.toml"), "--concurrency", str(10**9)],
+    )
+    assert result.exit_code == 2
+    assert "--concurrency" in result.output
+    assert "1<=x<=100000" in result.output
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
