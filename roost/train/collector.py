@@ -6,9 +6,10 @@ default) it carries the reward of its own verdict (`turn_reward`); with `"episod
 episode's reward (a revision that passes then credits the wrong attempts before it). A group
 is the rollouts of one drawn task; its samples are settled in the staleness book only when the
 whole group is in, so the learner waits for a group rather than letting its first member go
-stale. A scored record is held until the learner step that consumed it (told by
-`LearnerStepped`), then written with its learner wait; `FlushPending` writes the rest when the
-run ends.
+stale. Every record is written the moment its rollout ends, a scored one with its reward and
+turns, so a process killed before the learner consumed it loses neither; the learner step
+that consumes it is a `StepRecord` naming its rollouts, and a group never trained on gets a
+`SettledRecord` with the reason (roost/train/lineage.py joins them when the log is read).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from actors.learner import RolloutSettled, ScoredGroup, Trajectory, episode_of
 from actors.rollouts import RolloutFinished
 from policies.staleness import StalenessBook
 from roost.train.episode import EpisodeStore, EpisodeTurn
-from roost.train.records import StepRecord, TrajectoryRecord, TurnRecord
+from roost.train.records import SettledRecord, StepRecord, TrajectoryRecord, TurnRecord
 from runtime import Actor, ActorCrashedError, ActorRef, AskTimeoutError, Message, handler
 from tasks import Task
 
@@ -121,7 +122,8 @@ class SyncCollector(Message):
 
 
 class FlushPending(Message):
-    """Write every scored record not yet consumed (the run is ending); replies the count."""
+    """The run is ending: replies how many scored rollouts no step consumed (their records are
+    in the log already, never trained on) and forgets them."""
 
 
 @dataclasses.dataclass
@@ -188,10 +190,12 @@ def _passed_samples(
     return ids | ({relabelled.rollout_id} if relabelled is not None else set())
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class _Pending:
-    record: TrajectoryRecord
-    ended_at: float  # loop clock
+    """A scored rollout not yet consumed: what its step's record averages."""
+
+    reward: float
+    passed: bool
 
 
 class Collector(Actor):
@@ -318,11 +322,12 @@ class Collector(Actor):
         if usable and self.on_scored is not None:
             first_passed = bool(record.turns) and record.turns[0].passed
             self.on_scored(task.id, task.level, record.passed, first_passed)
-        record = _with(record, evaluate_s=time.perf_counter() - started)
+        scored_at = anyio.current_time() if usable else None
+        record = _with(record, evaluate_s=time.perf_counter() - started, scored_at=scored_at)
+        await self.recorder.tell(record)  # written now: a kill before its step loses nothing
         if usable:
-            self._pending[msg.rollout_id] = _Pending(record, anyio.current_time())
+            self._pending[msg.rollout_id] = _Pending(record.reward, record.passed)
         else:
-            await self.recorder.tell(record)
             self.book.settled(msg.rollout_id, usable=False)
             await self.learner.tell(RolloutSettled(rollout_id=msg.rollout_id))
         group.seen += 1
@@ -367,9 +372,10 @@ class Collector(Actor):
     async def _settle_untrained(self, rollouts: list[str], reason: str) -> None:
         """Record these rollouts as never trained on, and give their slots back to admission."""
         for rollout_id in rollouts:
-            pending = self._pending.pop(rollout_id, None)
-            if pending is not None:
-                await self.recorder.tell(_with(pending.record, reason=reason))
+            self._pending.pop(rollout_id, None)
+        settled = SettledRecord(rollout_ids=rollouts, reason=reason, wall=time.time())
+        await self.recorder.tell(settled)
+        for rollout_id in rollouts:
             self.book.settled(rollout_id, usable=False)
             await self.learner.tell(RolloutSettled(rollout_id=rollout_id))
 
@@ -384,15 +390,10 @@ class Collector(Actor):
             pending = self._pending.pop(rollout_id, None)
             if pending is None:
                 continue
-            rewards.append(pending.record.reward)
-            passes += pending.record.passed
-            await self.recorder.tell(
-                _with(
-                    pending.record,
-                    learner_wait_s=now - pending.ended_at,
-                    consumed_version=msg.version,
-                )
-            )
+            rewards.append(pending.reward)
+            passes += pending.passed
+        # The consumed rollouts' records are in the log already: this record names them, and
+        # its `at` minus each one's `scored_at` is that rollout's learner wait.
         await self.recorder.tell(
             StepRecord(
                 version=msg.version,
@@ -411,10 +412,8 @@ class Collector(Actor):
         return None
 
     @handler
-    async def flush_pending(self, msg: FlushPending) -> int:
+    def flush_pending(self, msg: FlushPending) -> int:
         pending, self._pending = self._pending, {}
-        for item in pending.values():
-            await self.recorder.tell(item.record)
         return len(pending)
 
     def _count(self, record: TrajectoryRecord) -> None:

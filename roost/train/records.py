@@ -12,10 +12,13 @@ of its tokens, so a profile can be rebuilt from the log alone:
 - `learner_wait_s`: from the end of the episode until the optimizer step that consumed it
   (null when no step consumed it before the run ended), with `consumed_version`.
 
-A scored record is written when the learner consumes it, or when the run ends, so the
-learner wait is known (one whose group had equal rewards, so no training signal, is written at
-once with that reason and never trained on); `StepRecord`s and `EvalRecord`s mark the
-learner's steps and the held-out evaluations.
+Every record is written when its rollout ends, a scored one with its reward and turns, so that
+a process killed before the learner consumed it loses neither. The two consumption fields are
+then filled in when the log is read (`roost.train.lineage.trace_lineage`): a `StepRecord`
+names the rollouts its step consumed, and a `SettledRecord` gives the reason a scored group
+was never trained on (equal rewards: no signal). Logs written before 2026-12-08 carry the two
+fields in the record itself, written at the step; both read the same. `EvalRecord`s mark the
+held-out evaluations.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ __all__ = [
     "RequestRecord",
     "ResumeRecord",
     "RunRecord",
+    "SettledRecord",
     "StepRecord",
     "TrajectoryRecord",
     "TurnRecord",
@@ -78,6 +82,7 @@ class TrajectoryRecord(Message):
     learner_wait_s: float | None = None
     consumed_version: int | None = None
     wall: float = 0.0  # Unix time of the terminal event
+    scored_at: float | None = None  # the run's loop clock when scored, as `StepRecord.at`
 
 
 class StepRecord(Message):
@@ -91,6 +96,15 @@ class StepRecord(Message):
     elapsed_s: float  # seconds into the RL phase (across resumes)
     at: float = 0.0  # the run's loop clock, as the trajectory records' times
     rollout_ids: list[str] = msgspec.field(default_factory=list)
+
+
+class SettledRecord(Message):
+    """Scored rollouts that no step will train on, and why (the whole group: equal rewards,
+    or a learner that crashed on it every time it was redelivered)."""
+
+    rollout_ids: list[str]
+    reason: str
+    wall: float
 
 
 class EvalRecord(Message):
@@ -126,4 +140,6 @@ class ResumeRecord(Message):
     wall: float
 
 
-RunRecord = TrajectoryRecord | StepRecord | EvalRecord | RequestRecord | ResumeRecord
+RunRecord = (
+    TrajectoryRecord | StepRecord | EvalRecord | RequestRecord | ResumeRecord | SettledRecord
+)

@@ -515,9 +515,8 @@ async def _close_earlier_segments(
 ) -> None:
     """Before RL resumes: record what a killed segment trained on but never logged
     (`_trained_before_kill`), close each other rollout an earlier segment left open (it was in
-    flight, or scored and waiting for the learner, when that process was killed) with a
-    cancelled record, and mark the checkpoint version RL resumes from
-    (roost/train/lineage.py)."""
+    flight when that process was killed) with a cancelled record, and mark the checkpoint
+    version RL resumes from (roost/train/lineage.py)."""
     records, _ = await anyio.to_thread.run_sync(load_run_records, run)
     lineage = trace_lineage(records)
     if lineage.requested is None and not lineage.steps:
@@ -568,14 +567,18 @@ def _trained_before_kill(
     step, and the open rollouts left to cancel.
 
     The learner checkpoints version V in the handler where it steps; the collector logs that
-    step's scored records and its `StepRecord` afterwards, on the notice it is sent. A kill in
-    between leaves checkpoint V with no `StepRecord` for V (or for a few versions before it, when
-    the collector lagged), and the rollouts it trained on open. The checkpoint's consumed set is
-    the truth: each open rollout in it is recorded scored and trained at V (its reward and turns
-    died with the process, so it carries neither), and each version up to V without a step
-    record gets one, listing the rollouts recorded as consumed by it. So the versions run
-    1..V once each, and every trained rollout is in exactly one of their records. Which of
-    several unlogged versions trained an open rollout is not kept anywhere: all go to V.
+    step's `StepRecord` afterwards, on the notice it is sent. A kill in between leaves
+    checkpoint V with no `StepRecord` for V (or for a few versions before it, when the
+    collector lagged). The checkpoint's consumed set is the truth: each version up to V
+    without a step record gets one, listing the rollouts recorded as consumed by it, and V's
+    also lists every scored rollout in the consumed set that no logged step consumed (its
+    record, with reward and turns, was written when it was scored). So the versions run 1..V
+    once each, and every trained rollout is in exactly one of their records. Which of several
+    unlogged versions trained a rollout is not kept anywhere: all go to V. A rollout in the
+    consumed set with no record at all (one still in the recorder's mailbox at the kill, or
+    any in a log from before 2026-12-08, which wrote scored records at their step) is
+    recorded scored and trained at V without its reward and turns, which died with the
+    process.
     """
     if resume is None:
         return [], list(lineage.open)
@@ -583,6 +586,11 @@ def _trained_before_kill(
     samples = collections.Counter(episode_of(sample_id) for sample_id in resume.consumed)
     trained = [r for r in lineage.open if r.rollout_id in samples]
     still_open = [r for r in lineage.open if r.rollout_id not in samples]
+    unstepped = {
+        t.rollout_id
+        for t in lineage.trajectories
+        if t.status == "scored" and t.consumed_version is None and t.rollout_id in samples
+    }
     logged = {step.version for step in lineage.steps}
     missing = [v for v in range(1, version + 1) if v not in logged]
     recovered: list[TrajectoryRecord | StepRecord] = [
@@ -601,7 +609,11 @@ def _trained_before_kill(
     blob = resume.curriculum
     elapsed_s = float(json.loads(blob).get("elapsed_s", 0.0)) if blob else 0.0
     for missed in missing:
-        known = [t for t in lineage.trajectories if t.consumed_version == missed]
+        known = [
+            t
+            for t in lineage.trajectories
+            if t.consumed_version == missed or (missed == version and t.rollout_id in unstepped)
+        ]
         rollouts = sorted(
             {t.rollout_id for t in known}
             | ({r.rollout_id for r in trained} if missed == version else set())
@@ -610,7 +622,7 @@ def _trained_before_kill(
             StepRecord(
                 version=missed,
                 samples=sum(samples[rollout_id] for rollout_id in rollouts),
-                # Of the records the log holds: a recovered rollout's reward is not known.
+                # Of the records the log holds: a rollout without one has no reward to count.
                 reward_mean=statistics.fmean(t.reward for t in known) if known else 0.0,
                 pass_rate=statistics.fmean(t.passed for t in known) if known else 0.0,
                 wall=now,

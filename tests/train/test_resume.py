@@ -10,6 +10,7 @@ import pytest
 
 from actors.learner import load_checkpoint
 from roost.train.config import TrainConfig
+from roost.train.lineage import trace_lineage
 from roost.train.records import StepRecord, TrajectoryRecord
 from roost.train.run import train
 from roost.train.rundir import RunDir
@@ -38,7 +39,7 @@ async def test_resume_continues_versions_and_keeps_every_record(
     second = await train(config, out)
     records, problems = load_run_records(run)
     assert problems == []
-    trajectories = [r for r in records if isinstance(r, TrajectoryRecord)]
+    trajectories = trace_lineage(records).trajectories
     ids = [r.rollout_id for r in trajectories]
     assert len(ids) == len(set(ids)), "a rollout recorded twice"
     assert before_ids <= set(ids), "a recorded trajectory was lost"

@@ -14,6 +14,7 @@ import torch
 
 from actors.learner import load_checkpoint
 from roost.train.config import TrainConfig
+from roost.train.lineage import trace_lineage
 from roost.train.records import EvalRecord, StepRecord, TrajectoryRecord
 from roost.train.report import PLOTS, build_report
 from roost.train.run import _latest_policy, train
@@ -86,6 +87,9 @@ async def test_tiny_run_writes_every_file_and_the_counts_add_up(
     assert problems == []
     trajectories = [r for r in records if isinstance(r, TrajectoryRecord)]
     assert len({r.rollout_id for r in trajectories}) == len(trajectories) == on_disk["requested"]
+    # Written when scored, with no consumption yet: the step records name what they trained.
+    assert all(r.consumed_version is None for r in trajectories)
+    trajectories = trace_lineage(records).trajectories
     scored = [r for r in trajectories if r.status == "scored"]
     for record in scored:
         assert record.turns
