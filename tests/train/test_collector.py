@@ -15,8 +15,9 @@ from policies.neural import Sample
 from policies.staleness import StalenessBook
 from roost.train.collector import LEARNER_GAVE_UP, Collector, RunCounts
 from roost.train.episode import EpisodeStore, EpisodeTurn, Solved
-from roost.train.records import TrajectoryRecord
-from runtime import Actor, ActorRef, ActorSystem, handler
+from roost.train.lineage import trace_lineage
+from roost.train.records import SettledRecord, TrajectoryRecord
+from runtime import Actor, ActorRef, ActorSystem, Message, handler
 from tasks import Task, TestCase, Verdict
 
 pytestmark = pytest.mark.anyio
@@ -40,11 +41,11 @@ class _CrashingLearner(Actor):
 
 
 class _Recorder(Actor):
-    def __init__(self, records: list[TrajectoryRecord], done: anyio.Event, want: int) -> None:
+    def __init__(self, records: list[Message], done: anyio.Event, want: int) -> None:
         self.records, self.done, self.want = records, done, want
 
-    @handler
-    def record(self, msg: TrajectoryRecord) -> None:
+    @handler(Message)
+    def record(self, msg: Message) -> None:
         self.records.append(msg)
         if len(self.records) == self.want:
             self.done.set()
@@ -222,7 +223,7 @@ async def test_train_revisions_keeps_every_first_attempt_and_that_share_of_revis
 async def test_a_group_the_learner_gave_up_on_is_recorded_untrained_and_settled() -> None:
     task = Task(id="t1", prompt="p", entry_point="f", tests=[TestCase(call="f()", expected="1")])
     store, book, counts = EpisodeStore(), StalenessBook(k=1, batch_size=4), RunCounts()
-    records: list[TrajectoryRecord] = []
+    records: list[Message] = []
     settled: list[str] = []
     recorded, all_settled = anyio.Event(), anyio.Event()
     ids = ["g1/0", "g1/1"]
@@ -235,7 +236,9 @@ async def test_a_group_the_learner_gave_up_on_is_recorded_untrained_and_settled(
             keep_state=True,
             redeliver=1,
         )
-        recorder = system.spawn(lambda: _Recorder(records, recorded, len(ids)), name="recorder")
+        # Each rollout's record when scored, then one for the group never to be trained on.
+        want = len(ids) + 1
+        recorder = system.spawn(lambda: _Recorder(records, recorded, want), name="recorder")
         collector = system.spawn(
             _collector(
                 store, book, (learner, recorder), task, ids, group_size=len(ids), counts=counts
@@ -254,8 +257,14 @@ async def test_a_group_the_learner_gave_up_on_is_recorded_untrained_and_settled(
             await all_settled.wait()
         stats = system.statistics()
 
-    assert sorted(r.rollout_id for r in records) == ids
-    assert all(r.status == "scored" and r.reason == LEARNER_GAVE_UP for r in records)
+    written = [r for r in records if isinstance(r, TrajectoryRecord)]
+    assert sorted(r.rollout_id for r in written) == ids
+    assert [(sorted(r.rollout_ids), r.reason) for r in records if isinstance(r, SettledRecord)] == [
+        (ids, LEARNER_GAVE_UP)
+    ]
+    joined = trace_lineage(records).trajectories
+    assert all(r.status == "scored" and r.reason == LEARNER_GAVE_UP for r in joined)
+    assert all(r.consumed_version is None for r in joined)
     assert sorted(settled) == ids  # their slots went back to admission
     assert book.usable == 0  # and they never count as trained samples
     assert counts.scored == len(ids)
